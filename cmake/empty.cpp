@@ -1,0 +1,1 @@
+// Empty translation unit for an area that has no sources yet.
