@@ -1,0 +1,14 @@
+// apps/mixlab/commands.h — every CLI subcommand registers itself on the root app through one
+// function declared here and called from main.cpp. Each command lives in cmd_<name>.cpp.
+//
+// Contract: a command's callback throws mixlab::Error (or std::exception) on failure; main()
+// prints "mixlab: error: <message>" and exits 1. Commands never call exit().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace mixlab::cli {
+
+void cmd_analyze_register(CLI::App& app);
+
+}  // namespace mixlab::cli
