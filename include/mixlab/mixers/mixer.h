@@ -44,6 +44,10 @@ class Mixer : public torch::nn::Module {
   virtual std::string spec() const = 0;
   /// Asymptotic decode cost per token, e.g. "O(log2 n)".
   virtual std::string cost_class() const = 0;
+  /// The sparsity pattern (mixlab/pattern/pattern.h spec) this mixer realises in the
+  /// Y = (I-B)^-1 A X view, for the analysis columns of `mixlab compare`; "" when the mixer is
+  /// not a pattern mixer (Toeplitz, affine recurrences with matrix state).
+  virtual std::string pattern_spec() const { return ""; }
 };
 
 using MixerPtr = std::shared_ptr<Mixer>;
