@@ -1,0 +1,46 @@
+// mixlab/mixers/attention.h — causal softmax attention (`attention`) and sliding-window
+// attention (`local:W`), the two attention rows of seed 000 Table 1.
+//
+// Both: x (B,T,C) → qkv projection → H heads of D = C/H → RoPE on q, k → softmax(q kᵀ/√D + mask)
+// v → output projection. In the Y = (I−B)⁻¹ A X view: B = 0, A = the attention matrix,
+// pattern `causal` / `band:W`.
+//
+// Cost: attention O(T) per decoded token, cache O(T) (keys and values). Forward materialises
+// the (T,T) scores only for T <= kAttentionTile; longer sequences are processed in query tiles of
+// kAttentionTile rows so no T×T tensor exists (peak memory O(kAttentionTile·T)).
+// local:W: row i attends positions i−W..i (W past + itself); O(W) per token, cache W positions;
+// forward costs O(T·W·D) time and memory (windows gathered with unfold), never O(T²).
+// Not supported: dropout, ALiBi, grouped-query heads.
+#pragma once
+
+#include "mixlab/mixers/kv_cache.h"
+#include "mixlab/mixers/mixer.h"
+
+namespace mixlab {
+
+/// Query rows per tile in the long-sequence attention forward.
+constexpr int64_t kAttentionTile = 1024;
+
+class AttentionMixer : public Mixer {
+ public:
+  /// window <= 0: full causal attention; window W > 0: local attention over W past positions.
+  AttentionMixer(const MixerDims& dims, int64_t window = 0);
+
+  torch::Tensor forward(const torch::Tensor& x) override;
+  std::unique_ptr<MixerState> init_state(int64_t batch) override;
+  torch::Tensor step(MixerState& state, const torch::Tensor& x_t) override;
+  std::string spec() const override;
+  std::string cost_class() const override { return window_ > 0 ? "O(k)" : "O(n)"; }
+  std::string pattern_spec() const override;
+
+ private:
+  torch::Tensor attend_full(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
+  torch::Tensor attend_window(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
+
+  MixerDims dims_;
+  int64_t window_;
+  int64_t head_dim_;
+  torch::nn::Linear qkv_{nullptr}, out_{nullptr};
+};
+
+}  // namespace mixlab

@@ -1,0 +1,34 @@
+// mixlab/mixers/kv_cache.h — the decode state of attention-like mixers: keys and values of past
+// positions, either all of them (growing by doubling) or the last W (a ring buffer).
+//
+// Shapes: k, v (B,H,capacity,D). Memory reported = bytes of the held buffers (capacity, not just
+// the used part), since that is what the process holds.
+#pragma once
+
+#include "mixlab/mixers/mixer.h"
+
+namespace mixlab {
+
+class KvCacheState : public MixerState {
+ public:
+  /// window <= 0: keep every position; window W > 0: keep only the last W positions.
+  KvCacheState(int64_t batch, int64_t heads, int64_t head_dim, int64_t window, torch::TensorOptions options);
+
+  int64_t position() const override { return pos_; }
+  int64_t bytes() const override { return tensor_bytes(k_) + tensor_bytes(v_); }
+  int64_t cached_positions() const override;
+
+  /// Keys/values of the cached past positions (B,H,n,D), in no particular order for the window
+  /// case (softmax does not care about order).
+  torch::Tensor keys() const;
+  torch::Tensor values() const;
+  /// Appends k_t, v_t (B,H,D) for the current position and advances position().
+  void push(const torch::Tensor& k_t, const torch::Tensor& v_t);
+
+ private:
+  torch::Tensor k_, v_;
+  int64_t window_;
+  int64_t pos_ = 0;
+};
+
+}  // namespace mixlab

@@ -1,0 +1,153 @@
+// mixlab/resolvent/resolvent.h — the sparse resolvent op Y = (I − B)⁻¹ A X over a pattern.
+//
+// Row form (SPEC-NOTES §1, seed 000 eq. 1), 0-based rows, P(i) the pattern's past positions:
+//   y_i = alpha_ii x_i + sum_{j in P(i)} alpha_ij x_j + sum_{j in P(i)} beta_ij y_j
+// Gated form (seed 000 B.2, gate g per row and channel, A = (1 − diag g)Ã, B = diag(g) B̃):
+//   y_i = (1 − g_i) ⊙ (sum_j alpha_ij x_j) + g_i ⊙ (sum_j beta_ij y_j)      (elementwise over d)
+// which is, channel by channel, y^d = (I − diag(g^d) B)⁻¹ diag(1 − g^d) A x^d: exact, no
+// approximation (the dense reference builds exactly that per channel).
+//
+// Shapes (letters: mixlab/core/tensor_checks.h; W = pattern_index(p, t0 + T).W):
+//   x     (B,H,T,D)    inputs (values)
+//   alpha (B,H,T,W_A)  W_A = W+1: slot 0 = the diagonal (row i itself), slot s+1 = past slot s
+//                      of the PatternIndex (nearest first). W_A = 1 is accepted: A diagonal
+//                      (used by the weight sharing A = BD + D' of seed 000 B.3).
+//   beta  (B,H,T,W_B)  W_B = W for recurrent patterns (beta slot s = past slot s), W_B = 0 for
+//                      non-recurrent ones (causal, band:W), where B = 0.
+//   gate  (B,H,T,D)    optional, values in [0,1] (not checked: any value is a valid formula).
+//   y     (B,H,T,D)
+// Slots past a row's true width |P(i)| are ignored (their gradient is 0).
+//
+// Cost: forward O(nnz·D) with nnz = sum_i (|P(i)| + 1); backward the same (transposed solve,
+// a scatter over each row's pattern while going from the last row to the first). No T×T tensor
+// anywhere; memory O(B·H·T·(D + W)). Parallel over B·H with at::parallel_for; inner loops are
+// contiguous over D. float32 accumulates in float32, float64 in float64.
+//
+// Chunked prefill: pass a ResolventState as `past`: the chunk's rows are the absolute positions
+// t0 .. t0+T−1 (t0 = past->position()), rows read positions < t0 from the state. The state is
+// not modified (call ResolventState::append afterwards) and receives no gradient.
+//
+// Decode: resolvent_step(state, alpha_t, beta_t, x_t[, gate_t]) computes one row from the state.
+//
+// What this is not: a GPU kernel (CPU only), and no gradient flows into a `past` state.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mixlab/mixers/mixer.h"
+#include "mixlab/pattern/pattern.h"
+
+namespace mixlab {
+
+class ResolventState;
+
+/// Y = (I − B)⁻¹ A X over `pattern` (see the file header), differentiable in alpha, beta, gate
+/// and x. `gate` may be undefined (ungated form). Throws mixlab::Error naming the argument, the
+/// expected shape in letters and the actual sizes for bad inputs (mismatched B/H/T/D, W not
+/// matching the pattern, wrong dtype or device, T = 0).
+torch::Tensor resolvent_forward(const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& x,
+                                const Pattern& pattern, const torch::Tensor& gate = {},
+                                const ResolventState* past = nullptr);
+
+/// The plain reference: builds dense A and B (B,H,T,T) from the coefficients (per channel when
+/// gated: (B,H,D,T,T)) and calls torch::linalg_solve_triangular, as seed 000 did. O(T²) memory,
+/// O(T³) time; for tests and benchmarks only. Differentiable through torch autograd.
+torch::Tensor resolvent_reference(const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& x,
+                                  const Pattern& pattern, const torch::Tensor& gate = {});
+
+/// What a decode state stores per held position.
+struct ResolventStateLayout {
+  bool store_x = true;             // past inputs (false when A is diagonal: W_A = 1)
+  bool store_y = true;             // past outputs (false for non-recurrent patterns: B = 0)
+  std::vector<int64_t> extra_dims; // extra per-position channels (B,H,·,extra_dims[k]), e.g. keys
+};
+
+/// Decode state of the resolvent op for B sequences × H heads: the (x_j, y_j[, extras]) of the
+/// positions that future rows can still read, and nothing else:
+///   +cache patterns:            P(t) of the next row t (⊆ S ∪ {last}, seed 000 Prop. 4.11),
+///   band:W, order:K, offsets:…: the last max-offset positions,
+///   causal, dense, pow2, square, linear: all positions.
+/// Storage is slot-based (B,H,Cap,·) tensors that grow by doubling; freed slots are reused.
+/// bytes() reports the allocated bytes of those tensors (capacity, measured), cached_positions()
+/// the number of positions held.
+class ResolventState : public MixerState {
+ public:
+  ResolventState(const Pattern& pattern, int64_t batch, int64_t heads, int64_t head_dim, torch::ScalarType dtype,
+                 ResolventStateLayout layout = {});
+
+  int64_t position() const override { return position_; }
+  int64_t bytes() const override;
+  int64_t cached_positions() const override { return static_cast<int64_t>(slot_of_.size()); }
+
+  const Pattern& pattern() const { return pattern_; }
+  int64_t batch() const { return batch_; }
+  int64_t heads() const { return heads_; }
+  int64_t head_dim() const { return head_dim_; }
+  torch::ScalarType dtype() const { return dtype_; }
+  const ResolventStateLayout& layout() const { return layout_; }
+
+  /// Positions held, ascending.
+  std::vector<int64_t> held_positions() const;
+  /// Slot of a held position, or -1.
+  int64_t slot_of(int64_t position) const;
+  /// Slot tensors (B,H,Cap,D) / (B,H,Cap,extra_dims[k]); rows of free slots are garbage.
+  const torch::Tensor& x_slots() const { return x_; }
+  const torch::Tensor& y_slots() const { return y_; }
+  const torch::Tensor& extra_slots(size_t k) const { return extras_.at(k); }
+  /// Gathers the rows of `positions` (all held) from a slot tensor: (B,H,len(positions),·).
+  torch::Tensor gather(const torch::Tensor& slots, const std::vector<int64_t>& positions) const;
+
+  /// Appends the next T positions: x, y (B,H,T,D) (undefined when not stored), extras
+  /// (B,H,T,extra_dims[k]); evicts what no future row can read. Values are detached copies.
+  void append(const torch::Tensor& x, const torch::Tensor& y, const std::vector<torch::Tensor>& extras = {});
+
+  /// Binary round trip through torch's archive format (pattern spec, layout, sizes, position,
+  /// held positions and their rows). load throws mixlab::Error for a malformed stream.
+  void save(std::ostream& out) const;
+  static std::unique_ptr<ResolventState> load(std::istream& in);
+
+ private:
+  enum class Horizon { kAll, kLast, kPattern };
+  int64_t take_slot();
+  void evict_after(int64_t next_row);
+
+  Pattern pattern_;
+  int64_t batch_, heads_, head_dim_;
+  torch::ScalarType dtype_;
+  ResolventStateLayout layout_;
+  Horizon horizon_ = Horizon::kAll;
+  int64_t last_ = 0;  // for kLast: positions >= next_row - last_ are kept
+  int64_t position_ = 0;
+  int64_t capacity_ = 0;
+  torch::Tensor x_, y_;               // (B,H,Cap,D)
+  std::vector<torch::Tensor> extras_;  // (B,H,Cap,E_k)
+  std::unordered_map<int64_t, int64_t> slot_of_;
+  std::vector<int64_t> free_slots_;
+};
+
+/// One decode row t = state.position(): alpha_t (B,H,1+|P(t)|) (or (B,H,1) for diagonal A),
+/// beta_t (B,H,|P(t)|) (recurrent) or (B,H,0), x_t (B,H,D), gate_t (B,H,D) or undefined.
+/// Returns y_t (B,H,D) and appends (x_t, y_t) to the state. O(|P(t)|·D) per (b,h). No autograd.
+torch::Tensor resolvent_step(ResolventState& state, const torch::Tensor& alpha_t, const torch::Tensor& beta_t,
+                             const torch::Tensor& x_t, const torch::Tensor& gate_t = {});
+
+/// The read table of a chunk: for chunk row r (absolute t0 + r) and past slot s, where the kernel
+/// finds position P(t0+r)[s]: >= 0 a chunk row, <= −2 index −(v+2) into `past_positions`,
+/// −1 unused. Exposed for the score op (mixlab/resolvent/pattern_scores.h).
+struct ResolventRows {
+  int64_t t0 = 0, T = 0, W = 0;
+  std::shared_ptr<const PatternIndex> index;  // of length t0 + T
+  const int64_t* src = nullptr;               // (T,W)
+  const int64_t* count = nullptr;             // (T)
+  std::vector<int64_t> past_positions;        // absolute positions read from the state
+  torch::Tensor src_holder;                   // owns src when t0 > 0
+};
+ResolventRows resolvent_rows(const Pattern& pattern, int64_t T, const ResolventState* past);
+
+}  // namespace mixlab

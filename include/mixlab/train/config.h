@@ -1,0 +1,76 @@
+// mixlab/train/config.h — everything a training run depends on, read from a JSON file.
+//
+// A config is a flat JSON object; every key is optional and unknown keys are an error (a typo
+// must not silently train the default). Keys, defaults (the fast CPU setting) and meaning:
+//   task "copy"          copy | recall | multihop (mixlab/train/tasks.h)
+//   vocab 64             vocabulary size V (4 special tokens + content)
+//   length 0             task length (copy: longest copied sequence; recall/multihop: sequence
+//                        length); 0 = the task's default (copy 16, recall/multihop 64)
+//   pairs 0              recall/multihop key–value pairs; 0 = default (8)
+//   hop_prob 0.5         multihop link probability
+//   curriculum true      4 phases dividing length and pairs by 8, 4, 2, 1
+//   d_model 64, layers 2, heads 4, mlp_ratio 4, mixer "attention" (a registry spec)
+//   steps 300, batch 32, lr 3e-3, warmup 30, weight_decay 0.1, beta1 0.9, beta2 0.98,
+//   grad_clip 1.0, seed 0
+//   eval_batches 4, eval_batch 0 (0 = batch), eval_every 0 (0 = only at the end),
+//   log_every 10, checkpoint_every 0 (0 = only at the end)
+// Every value is checked (type and range); errors name the key and the file.
+//
+// Not supported: nested configs, several tasks per run (use `mixlab compare`).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "mixlab/train/tasks.h"
+
+namespace mixlab {
+
+struct TrainConfig {
+  TaskSpec task;  // name, vocab, length, pairs, hop_prob, curriculum
+
+  int64_t d_model = 64;
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t mlp_ratio = 4;
+  std::string mixer = "attention";
+
+  int64_t steps = 300;
+  int64_t batch = 32;
+  double lr = 3e-3;
+  int64_t warmup = 30;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.98;
+  double grad_clip = 1.0;
+  uint64_t seed = 0;
+
+  int64_t eval_batches = 4;
+  int64_t eval_batch = 0;
+  int64_t eval_every = 0;
+  int64_t log_every = 10;
+  int64_t checkpoint_every = 0;
+};
+
+/// Default task length / pair count used when the config leaves them at 0.
+int64_t config_default_length(const std::string& task);
+int64_t config_default_pairs(const std::string& task);
+
+/// Parses a JSON object (already parsed). `origin` names the source in messages (a path or
+/// "--config"). Resolves defaults (length/pairs 0, eval_batch 0) and validates everything.
+TrainConfig config_from_json(const nlohmann::json& j, const std::string& origin);
+/// Reads and parses a file; malformed JSON is reported with the path and the parser's position.
+TrainConfig config_load(const std::string& path);
+/// The fully resolved config as JSON (all keys; round-trips through config_from_json).
+nlohmann::json config_to_json(const TrainConfig& c);
+/// Validates a config built in code (same checks as config_from_json).
+void config_validate(const TrainConfig& c, const std::string& origin);
+/// The keys whose values must match for `--resume` (everything but logging/eval cadence).
+/// Returns "" when `a` and `b` agree, else a message naming the first differing key and values.
+std::string config_resume_mismatch(const TrainConfig& checkpoint, const TrainConfig& current);
+/// Schedule: linear warmup from 0 to lr over `warmup` steps, then cosine to 0 at `steps`.
+double config_lr_at(const TrainConfig& c, int64_t step);
+
+}  // namespace mixlab

@@ -1,0 +1,114 @@
+// mixlab/train/tasks.h — synthetic sequence tasks generated on the fly (seed 000 §5.2, App. C.1).
+//
+// Every batch is a pure function of (task spec, batch size, step or index, seed): nothing is
+// stored, so training resumes bit-exactly from a step number and evaluation batches are drawn
+// from a separate seed stream that training never touches.
+//
+// Batch format (B batch, T time):
+//   tokens  (B,T) int64  model input
+//   targets (B,T) int64  next-token target: targets[b,t] = tokens[b,t+1]; the last column is kPad
+//   mask    (B,T) float  1 on answer positions (the only positions scored: loss and accuracy)
+//   answer  (B,T) int64  index of the answer a masked position belongs to within its row, -1 else
+//                        (whole-answer accuracy: an answer counts when all its tokens are right)
+// All rows of one batch have the same length T and the same number of pairs; lengths vary
+// between batches (see "Curriculum").
+//
+// Vocabulary layout (V = spec.vocab, V >= 8):
+//   0 kPad    padding after the last query (never scored)
+//   1 kBegin  first token of every sequence
+//   2 kSep    end of the copied sequence (copy) / end of the context (recall, multihop)
+//   3 kNoise  filler between key–value pairs in the context (recall, multihop)
+//   4 .. V-1  content tokens. copy draws from all of them. recall/multihop split them in two:
+//             keys   = [4, 4 + K), K = (V - 4) / 2
+//             values = [4 + K, V)
+//
+// copy (length n):   [kBegin x_1 .. x_n kSep x_1 .. x_n]          T = 2n + 1
+//   The last x_n is never an input, so T = 2n+1 positions; the answer is the second copy:
+//   positions n+1 .. 2n (the kSep and the copied tokens x_1..x_{n-1}) predict x_1 .. x_n.
+//   One answer per row (whole-answer accuracy = the whole sequence copied exactly).
+//
+// recall (length S, n pairs):
+//   [kBegin  context  kSep  queries  kPad...]                      T = S
+//   context = the n pairs "k_i v_i" (distinct keys, values with replacement) interleaved at
+//   random with g kNoise fillers, g = max(0, S - 2 - 4n): the pairs' positions are randomised
+//   (units of {pair, filler} are shuffled). queries = the stored keys in a random order, each
+//   followed by its value: "k v"; the position holding k is scored (target v). Queries are
+//   added while they fit in S; what is left is kPad. One answer per query.
+// multihop: as recall, but the value of pair i (i >= 1, context order) is replaced with
+//   probability spec.hop_prob by the key of a uniformly chosen earlier pair j < i. Resolving a
+//   key follows such links until a real value. A query for key k is written as its whole
+//   chain "k c_1 c_2 .. c_m": c_1 .. c_{m-1} are the intermediate keys (the labels of App. C.1)
+//   and c_m is the final value. All m tokens are scored: the position of k predicts c_1, the
+//   position of c_1 predicts c_2, ..., c_{m-1} predicts c_m. The chain is one answer
+//   (whole-answer accuracy = every hop and the final value right). Queries that do not fit are
+//   skipped; pair 0 never has a link, so at least one query always fits.
+//
+// Curriculum (App. C.1): training is split in 4 equal phases; phase p uses the length and the
+// pair count divided by 8, 4, 2, 1 (at least the task's minimum). Within a phase each batch
+// draws its length uniformly in [ceil(L_p / 2), L_p] and its pair count uniformly in
+// [ceil(P_p / 2), P_p] (clamped so that a query fits). Evaluation batches always use the full
+// length L and pair count P.
+//
+// Not supported: variable lengths inside one batch (rows share T so no compute is spent on
+// padding), tasks other than those in task_names().
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mixlab {
+
+constexpr int64_t kTokenPad = 0;
+constexpr int64_t kTokenBegin = 1;
+constexpr int64_t kTokenSep = 2;
+constexpr int64_t kTokenNoise = 3;
+constexpr int64_t kFirstContentToken = 4;
+
+struct TaskSpec {
+  std::string name = "copy";  // copy | recall | multihop
+  int64_t vocab = 64;         // V
+  int64_t length = 16;        // copy: longest copied sequence L; recall/multihop: sequence length S
+  int64_t pairs = 8;          // recall/multihop: most key–value pairs P (ignored by copy)
+  double hop_prob = 0.5;      // multihop: probability that a value is a link to an earlier key
+  bool curriculum = true;     // 4 phases dividing length and pairs by 8, 4, 2, 1
+};
+
+struct Batch {
+  torch::Tensor tokens;   // (B,T) int64
+  torch::Tensor targets;  // (B,T) int64
+  torch::Tensor mask;     // (B,T) float32
+  torch::Tensor answer;   // (B,T) int64, -1 outside answers
+  int64_t length = 0;     // the task length used (copy: n, recall/multihop: S)
+  int64_t pairs = 0;      // the pair count used (0 for copy)
+};
+
+/// Names of the built-in tasks, in table order.
+const std::vector<std::string>& task_names();
+
+/// Throws mixlab::Error naming the field when the spec is invalid (unknown task, vocab too
+/// small for the pairs, length below the task's minimum, ...).
+void task_validate(const TaskSpec& spec);
+
+/// Sequence length T of a batch at task length `length` (copy: 2n+1, others: S).
+int64_t task_sequence_length(const TaskSpec& spec, int64_t length);
+
+/// A batch at an explicit length and pair count; rows drawn from `seed`.
+Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, int64_t pairs, uint64_t seed);
+
+/// Training batch of step `step` (0-based) out of `total_steps`, curriculum applied.
+Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, int64_t total_steps, uint64_t seed);
+
+/// Held-out batch number `index` at the full length and pair count (a seed stream disjoint from
+/// training batches).
+Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, uint64_t seed);
+
+/// Curriculum phase (0..3) of `step`; always 3 when the curriculum is off.
+int task_phase(const TaskSpec& spec, int64_t step, int64_t total_steps);
+
+/// Deterministic 64-bit mixing of a seed with a stream and an index (splitmix64 based).
+uint64_t task_seed_mix(uint64_t seed, uint64_t stream, uint64_t index);
+
+}  // namespace mixlab

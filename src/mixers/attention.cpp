@@ -1,0 +1,107 @@
+#include "mixlab/mixers/attention.h"
+
+#include <cmath>
+
+#include "mixlab/core/error.h"
+#include "mixlab/core/rope.h"
+#include "mixlab/core/tensor_checks.h"
+
+namespace mixlab {
+namespace {
+
+void check_dims(const MixerDims& dims, const char* who) {
+  MIXLAB_CHECK(dims.d_model > 0 && dims.n_heads > 0, "{}: d_model and n_heads must be > 0, got {} and {}", who,
+               dims.d_model, dims.n_heads);
+  MIXLAB_CHECK(dims.d_model % dims.n_heads == 0, "{}: d_model ({}) must be divisible by n_heads ({})", who,
+               dims.d_model, dims.n_heads);
+  MIXLAB_CHECK((dims.d_model / dims.n_heads) % 2 == 0, "{}: head dim d_model/n_heads = {} must be even (RoPE)", who,
+               dims.d_model / dims.n_heads);
+}
+
+}  // namespace
+
+AttentionMixer::AttentionMixer(const MixerDims& dims, int64_t window) : dims_(dims), window_(window) {
+  check_dims(dims, window > 0 ? "local attention" : "attention");
+  head_dim_ = dims.d_model / dims.n_heads;
+  qkv_ = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dims.d_model, 3 * dims.d_model).bias(false)));
+  out_ = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(dims.d_model, dims.d_model).bias(false)));
+}
+
+std::string AttentionMixer::spec() const { return window_ > 0 ? "local:" + std::to_string(window_) : "attention"; }
+
+std::string AttentionMixer::pattern_spec() const {
+  return window_ > 0 ? "band:" + std::to_string(window_) : "causal";
+}
+
+torch::Tensor AttentionMixer::attend_full(const torch::Tensor& q, const torch::Tensor& k,
+                                          const torch::Tensor& v) const {
+  const int64_t T = q.size(2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  if (T <= kAttentionTile) {
+    auto scores = torch::matmul(q, k.transpose(-1, -2)) * scale;
+    auto mask = torch::ones({T, T}, torch::dtype(torch::kBool)).triu(1);
+    return torch::matmul(scores.masked_fill(mask, -INFINITY).softmax(-1), v);
+  }
+  // Query tiles: rows [s, e) only see keys [0, e): (tile, e) scores at a time.
+  std::vector<torch::Tensor> outs;
+  for (int64_t s = 0; s < T; s += kAttentionTile) {
+    const int64_t e = std::min(T, s + kAttentionTile);
+    auto qs = q.narrow(2, s, e - s);
+    auto ks = k.narrow(2, 0, e), vs = v.narrow(2, 0, e);
+    auto scores = torch::matmul(qs, ks.transpose(-1, -2)) * scale;
+    auto rows = torch::arange(s, e).unsqueeze(1), cols = torch::arange(0, e).unsqueeze(0);
+    outs.push_back(torch::matmul(scores.masked_fill(cols > rows, -INFINITY).softmax(-1), vs));
+  }
+  return torch::cat(outs, 2);
+}
+
+torch::Tensor AttentionMixer::attend_window(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v) const {
+  const int64_t T = q.size(2), W = window_;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  // Pad W zero rows in front, then windows of W+1 rows ending at each position: (B,H,T,D,W+1).
+  auto kw = torch::constant_pad_nd(k, {0, 0, W, 0}).unfold(2, W + 1, 1);
+  auto vw = torch::constant_pad_nd(v, {0, 0, W, 0}).unfold(2, W + 1, 1);
+  auto scores = torch::einsum("bhtd,bhtdw->bhtw", {q, kw}) * scale;
+  // Slot w of row t is position t − W + w: invalid when negative (the padding).
+  auto t = torch::arange(T).unsqueeze(1), w = torch::arange(W + 1).unsqueeze(0);
+  auto invalid = (t - W + w) < 0;
+  auto p = scores.masked_fill(invalid, -INFINITY).softmax(-1);
+  return torch::einsum("bhtw,bhtdw->bhtd", {p, vw});
+}
+
+torch::Tensor AttentionMixer::forward(const torch::Tensor& x) {
+  const char* fn = window_ > 0 ? "local attention forward" : "attention forward";
+  check_shape(fn, "x", x, {-1, -1, dims_.d_model}, "(B,T,C)");
+  check_floating(fn, "x", x);
+  const int64_t B = x.size(0), T = x.size(1), H = dims_.n_heads, D = head_dim_;
+  MIXLAB_CHECK(T > 0, "{}: x must have T > 0, got shape {}", fn, shape_string(x));
+  auto qkv = qkv_->forward(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,B,H,T,D)
+  auto q = rope_apply(qkv[0]), k = rope_apply(qkv[1]), v = qkv[2];
+  auto y = window_ > 0 ? attend_window(q, k, v) : attend_full(q, k, v);
+  return out_->forward(y.permute({0, 2, 1, 3}).reshape({B, T, dims_.d_model}));
+}
+
+std::unique_ptr<MixerState> AttentionMixer::init_state(int64_t batch) {
+  MIXLAB_CHECK(batch > 0, "{}: init_state batch must be > 0, got {}", spec(), batch);
+  auto w = qkv_->weight;
+  return std::make_unique<KvCacheState>(batch, dims_.n_heads, head_dim_, window_, w.options().requires_grad(false));
+}
+
+torch::Tensor AttentionMixer::step(MixerState& state_base, const torch::Tensor& x_t) {
+  auto* state = dynamic_cast<KvCacheState*>(&state_base);
+  MIXLAB_CHECK(state != nullptr, "{} step: state was not created by this mixer's init_state", spec());
+  const int64_t B = x_t.size(0), H = dims_.n_heads, D = head_dim_;
+  check_shape("attention step", "x_t", x_t, {-1, dims_.d_model}, "(B,C)");
+  const int64_t pos = state->position();
+  auto qkv = qkv_->forward(x_t).view({B, 1, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,B,H,1,D)
+  auto q = rope_apply(qkv[0], pos), k = rope_apply(qkv[1], pos), v = qkv[2];
+  // Scores against the cached past plus the current token.
+  auto keys = torch::cat({state->keys(), k}, 2), values = torch::cat({state->values(), v}, 2);
+  auto p = (torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(D))).softmax(-1);
+  auto y = torch::matmul(p, values);  // (B,H,1,D)
+  state->push(k.squeeze(2), v.squeeze(2));
+  return out_->forward(y.squeeze(2).reshape({B, dims_.d_model}));
+}
+
+}  // namespace mixlab

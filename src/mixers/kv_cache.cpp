@@ -1,0 +1,39 @@
+#include "mixlab/mixers/kv_cache.h"
+
+#include "mixlab/core/tensor_checks.h"
+
+namespace mixlab {
+
+KvCacheState::KvCacheState(int64_t batch, int64_t heads, int64_t head_dim, int64_t window,
+                           torch::TensorOptions options)
+    : window_(window) {
+  const int64_t cap = window > 0 ? window : 16;
+  k_ = torch::zeros({batch, heads, cap, head_dim}, options);
+  v_ = torch::zeros({batch, heads, cap, head_dim}, options);
+}
+
+int64_t KvCacheState::cached_positions() const { return window_ > 0 ? std::min(pos_, window_) : pos_; }
+
+torch::Tensor KvCacheState::keys() const { return k_.narrow(2, 0, cached_positions()); }
+torch::Tensor KvCacheState::values() const { return v_.narrow(2, 0, cached_positions()); }
+
+void KvCacheState::push(const torch::Tensor& k_t, const torch::Tensor& v_t) {
+  check_shape("KvCacheState::push", "k_t", k_t, {k_.size(0), k_.size(1), k_.size(3)}, "(B,H,D)");
+  check_shape("KvCacheState::push", "v_t", v_t, {v_.size(0), v_.size(1), v_.size(3)}, "(B,H,D)");
+  int64_t slot;
+  if (window_ > 0) {
+    slot = pos_ % window_;  // ring buffer: overwrite the oldest
+  } else {
+    if (pos_ == k_.size(2)) {  // grow by doubling: amortised O(1) copies per token
+      k_ = torch::cat({k_, torch::zeros_like(k_)}, 2);
+      v_ = torch::cat({v_, torch::zeros_like(v_)}, 2);
+    }
+    slot = pos_;
+  }
+  torch::NoGradGuard no_grad;
+  k_.select(2, slot).copy_(k_t);
+  v_.select(2, slot).copy_(v_t);
+  ++pos_;
+}
+
+}  // namespace mixlab

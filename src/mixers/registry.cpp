@@ -1,0 +1,90 @@
+// The mixer registry: one row per family. Adding a family = one enum value + one table row; the
+// static_assert below breaks the build when the two disagree.
+#include "mixlab/mixers/registry.h"
+
+#include <iterator>
+
+#include "mixlab/core/error.h"
+#include "mixlab/mixers/attention.h"
+#include "mixlab/mixers/ssm.h"
+
+namespace mixlab {
+namespace {
+
+enum class MixerFamily {
+  kAttention,
+  kLocal,
+  kSsm,
+  kCount  // keep last
+};
+
+using Factory = MixerPtr (*)(const std::string& spec, const std::string& args, const MixerDims& dims);
+
+struct FamilyRow {
+  MixerFamily family;
+  MixerInfo info;
+  Factory create;
+};
+
+void no_args(const std::string& spec, const std::string& args, const char* family) {
+  MIXLAB_CHECK(args.empty(), "mixer spec '{}': '{}' takes no arguments, got ':{}'", spec, family, args);
+}
+
+int64_t positive_arg(const std::string& spec, const std::string& args, const char* what) {
+  MIXLAB_CHECK(!args.empty() && args.find_first_not_of("0123456789") == std::string::npos && args.size() < 10,
+               "mixer spec '{}': {} must be a positive integer, got '{}'", spec, what, args);
+  int64_t v = std::stoll(args);
+  MIXLAB_CHECK(v > 0, "mixer spec '{}': {} must be > 0, got {}", spec, what, v);
+  return v;
+}
+
+const FamilyRow kFamilies[] = {
+    {MixerFamily::kAttention,
+     {"attention", "attention", "causal softmax attention with RoPE; O(n) per token, O(n) cache"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       no_args(spec, args, "attention");
+       return std::make_shared<AttentionMixer>(dims, 0);
+     }},
+    {MixerFamily::kLocal,
+     {"local", "local[:W]", "sliding-window attention over the W previous tokens (default W=8); O(W) per token"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return std::make_shared<AttentionMixer>(dims, args.empty() ? 8 : positive_arg(spec, args, "window W"));
+     }},
+    {MixerFamily::kSsm,
+     {"ssm", "ssm[:N]", "diagonal SSM, Mamba parameterisation (seed 000 eq. 21-22), state expansion N (default 16)"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return std::make_shared<SsmMixer>(dims, args.empty() ? 16 : positive_arg(spec, args, "state size N"));
+     }},
+};
+static_assert(std::size(kFamilies) == static_cast<size_t>(MixerFamily::kCount),
+              "every MixerFamily needs exactly one row in kFamilies");
+
+}  // namespace
+
+const std::vector<MixerInfo>& mixer_families() {
+  static const std::vector<MixerInfo> infos = [] {
+    std::vector<MixerInfo> v;
+    for (size_t i = 0; i < std::size(kFamilies); ++i) {
+      MIXLAB_ASSERT(static_cast<size_t>(kFamilies[i].family) == i, "registry row {} is out of enum order", i);
+      v.push_back(kFamilies[i].info);
+    }
+    return v;
+  }();
+  return infos;
+}
+
+MixerPtr mixer_create(const std::string& spec, const MixerDims& dims) {
+  MIXLAB_CHECK(!spec.empty(), "mixer spec is empty; `mixlab mixers` lists the families");
+  const auto colon = spec.find(':');
+  const std::string family = spec.substr(0, colon);
+  const std::string args = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  for (const auto& row : kFamilies) {
+    if (row.info.family == family) return row.create(spec, args, dims);
+  }
+  std::vector<std::string> names;
+  for (const auto& row : kFamilies) names.push_back(row.info.family);
+  MIXLAB_CHECK(false, "mixer spec '{}': unknown family '{}'; known: {}", spec, family, fmt::join(names, ", "));
+  return nullptr;
+}
+
+}  // namespace mixlab

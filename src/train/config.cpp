@@ -1,0 +1,198 @@
+// Training config: JSON <-> TrainConfig with strict key and value checks.
+#include "mixlab/train/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "mixlab/core/error.h"
+
+namespace mixlab {
+namespace {
+
+using json = nlohmann::json;
+
+// Key readers: each checks the JSON type, then the range, and names key + origin on failure.
+int64_t read_int(const json& j, const char* key, int64_t fallback, int64_t lo, const std::string& origin) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j.at(key);
+  MIXLAB_CHECK(v.is_number_integer(), "config {}: key '{}' must be an integer, got {}", origin, key, v.dump());
+  const int64_t x = v.get<int64_t>();
+  MIXLAB_CHECK(x >= lo, "config {}: key '{}' must be >= {}, got {}", origin, key, lo, x);
+  return x;
+}
+double read_double(const json& j, const char* key, double fallback, const std::string& origin) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j.at(key);
+  MIXLAB_CHECK(v.is_number(), "config {}: key '{}' must be a number, got {}", origin, key, v.dump());
+  const double x = v.get<double>();
+  MIXLAB_CHECK(std::isfinite(x), "config {}: key '{}' must be finite, got {}", origin, key, v.dump());
+  return x;
+}
+std::string read_string(const json& j, const char* key, const std::string& fallback, const std::string& origin) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j.at(key);
+  MIXLAB_CHECK(v.is_string(), "config {}: key '{}' must be a string, got {}", origin, key, v.dump());
+  return v.get<std::string>();
+}
+bool read_bool(const json& j, const char* key, bool fallback, const std::string& origin) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j.at(key);
+  MIXLAB_CHECK(v.is_boolean(), "config {}: key '{}' must be true or false, got {}", origin, key, v.dump());
+  return v.get<bool>();
+}
+
+const std::set<std::string>& known_keys() {
+  static const std::set<std::string> keys = {
+      "task",  "vocab",  "length",       "pairs",       "hop_prob",     "curriculum", "d_model",    "layers",
+      "heads", "mlp_ratio", "mixer",     "steps",       "batch",        "lr",         "warmup",     "weight_decay",
+      "beta1", "beta2",  "grad_clip",    "seed",        "eval_batches", "eval_batch", "eval_every", "log_every",
+      "checkpoint_every"};
+  return keys;
+}
+
+// Keys that only change logging / evaluation cadence: they may differ on --resume.
+const std::set<std::string>& cadence_keys() {
+  static const std::set<std::string> keys = {"eval_batches", "eval_batch", "eval_every", "log_every",
+                                             "checkpoint_every"};
+  return keys;
+}
+
+}  // namespace
+
+int64_t config_default_length(const std::string& task) { return task == "copy" ? 16 : 64; }
+int64_t config_default_pairs(const std::string& task) { return task == "copy" ? 0 : 8; }
+
+void config_validate(const TrainConfig& c, const std::string& origin) {
+  try {
+    task_validate(c.task);
+  } catch (const Error& e) {
+    throw Error(fmt::format("config {}: {}", origin, e.what()));
+  }
+  MIXLAB_CHECK(c.d_model >= 1, "config {}: key 'd_model' must be >= 1, got {}", origin, c.d_model);
+  MIXLAB_CHECK(c.heads >= 1 && c.d_model % c.heads == 0,
+               "config {}: key 'heads' must divide d_model ({}), got {}", origin, c.d_model, c.heads);
+  MIXLAB_CHECK(c.layers >= 1, "config {}: key 'layers' must be >= 1, got {}", origin, c.layers);
+  MIXLAB_CHECK(c.mlp_ratio >= 1, "config {}: key 'mlp_ratio' must be >= 1, got {}", origin, c.mlp_ratio);
+  MIXLAB_CHECK(!c.mixer.empty(), "config {}: key 'mixer' must not be empty", origin);
+  MIXLAB_CHECK(c.steps >= 1, "config {}: key 'steps' must be >= 1, got {}", origin, c.steps);
+  MIXLAB_CHECK(c.batch >= 1, "config {}: key 'batch' must be >= 1, got {}", origin, c.batch);
+  MIXLAB_CHECK(c.lr > 0, "config {}: key 'lr' must be > 0, got {}", origin, c.lr);
+  MIXLAB_CHECK(c.warmup >= 0 && c.warmup <= c.steps, "config {}: key 'warmup' must be in [0, steps={}], got {}",
+               origin, c.steps, c.warmup);
+  MIXLAB_CHECK(c.weight_decay >= 0, "config {}: key 'weight_decay' must be >= 0, got {}", origin, c.weight_decay);
+  MIXLAB_CHECK(c.beta1 >= 0 && c.beta1 < 1, "config {}: key 'beta1' must be in [0, 1), got {}", origin, c.beta1);
+  MIXLAB_CHECK(c.beta2 >= 0 && c.beta2 < 1, "config {}: key 'beta2' must be in [0, 1), got {}", origin, c.beta2);
+  MIXLAB_CHECK(c.grad_clip > 0, "config {}: key 'grad_clip' must be > 0, got {}", origin, c.grad_clip);
+  MIXLAB_CHECK(c.eval_batches >= 1, "config {}: key 'eval_batches' must be >= 1, got {}", origin, c.eval_batches);
+  MIXLAB_CHECK(c.eval_batch >= 1, "config {}: key 'eval_batch' must be >= 1, got {}", origin, c.eval_batch);
+  MIXLAB_CHECK(c.log_every >= 1, "config {}: key 'log_every' must be >= 1, got {}", origin, c.log_every);
+}
+
+TrainConfig config_from_json(const json& j, const std::string& origin) {
+  MIXLAB_CHECK(j.is_object(), "config {}: expected a JSON object, got {}", origin, j.type_name());
+  for (const auto& item : j.items()) {
+    MIXLAB_CHECK(known_keys().count(item.key()), "config {}: unknown key '{}' (known: {})", origin, item.key(),
+                 fmt::join(known_keys(), ", "));
+  }
+  TrainConfig c;
+  c.task.name = read_string(j, "task", c.task.name, origin);
+  const auto& names = task_names();
+  MIXLAB_CHECK(std::find(names.begin(), names.end(), c.task.name) != names.end(),
+               "config {}: key 'task' must be one of {}, got '{}'", origin, fmt::join(names, ", "), c.task.name);
+  c.task.vocab = read_int(j, "vocab", c.task.vocab, 8, origin);
+  c.task.length = read_int(j, "length", 0, 0, origin);
+  if (c.task.length == 0) c.task.length = config_default_length(c.task.name);
+  c.task.pairs = read_int(j, "pairs", 0, 0, origin);
+  if (c.task.pairs == 0) c.task.pairs = config_default_pairs(c.task.name);
+  c.task.hop_prob = read_double(j, "hop_prob", c.task.hop_prob, origin);
+  c.task.curriculum = read_bool(j, "curriculum", c.task.curriculum, origin);
+  c.d_model = read_int(j, "d_model", c.d_model, 1, origin);
+  c.layers = read_int(j, "layers", c.layers, 1, origin);
+  c.heads = read_int(j, "heads", c.heads, 1, origin);
+  c.mlp_ratio = read_int(j, "mlp_ratio", c.mlp_ratio, 1, origin);
+  c.mixer = read_string(j, "mixer", c.mixer, origin);
+  c.steps = read_int(j, "steps", c.steps, 1, origin);
+  c.batch = read_int(j, "batch", c.batch, 1, origin);
+  c.lr = read_double(j, "lr", c.lr, origin);
+  c.warmup = read_int(j, "warmup", std::min(c.warmup, c.steps), 0, origin);
+  c.weight_decay = read_double(j, "weight_decay", c.weight_decay, origin);
+  c.beta1 = read_double(j, "beta1", c.beta1, origin);
+  c.beta2 = read_double(j, "beta2", c.beta2, origin);
+  c.grad_clip = read_double(j, "grad_clip", c.grad_clip, origin);
+  c.seed = static_cast<uint64_t>(read_int(j, "seed", 0, 0, origin));
+  c.eval_batches = read_int(j, "eval_batches", c.eval_batches, 1, origin);
+  c.eval_batch = read_int(j, "eval_batch", 0, 0, origin);
+  if (c.eval_batch == 0) c.eval_batch = c.batch;
+  c.eval_every = read_int(j, "eval_every", c.eval_every, 0, origin);
+  c.log_every = read_int(j, "log_every", c.log_every, 1, origin);
+  c.checkpoint_every = read_int(j, "checkpoint_every", c.checkpoint_every, 0, origin);
+  config_validate(c, origin);
+  return c;
+}
+
+TrainConfig config_load(const std::string& path) {
+  std::ifstream in(path);
+  MIXLAB_CHECK(in.good(), "config {}: cannot open the file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw Error(fmt::format("config {}: malformed JSON: {}", path, e.what()));
+  }
+  return config_from_json(j, path);
+}
+
+json config_to_json(const TrainConfig& c) {
+  json j;
+  j["task"] = c.task.name;
+  j["vocab"] = c.task.vocab;
+  j["length"] = c.task.length;
+  j["pairs"] = c.task.pairs;
+  j["hop_prob"] = c.task.hop_prob;
+  j["curriculum"] = c.task.curriculum;
+  j["d_model"] = c.d_model;
+  j["layers"] = c.layers;
+  j["heads"] = c.heads;
+  j["mlp_ratio"] = c.mlp_ratio;
+  j["mixer"] = c.mixer;
+  j["steps"] = c.steps;
+  j["batch"] = c.batch;
+  j["lr"] = c.lr;
+  j["warmup"] = c.warmup;
+  j["weight_decay"] = c.weight_decay;
+  j["beta1"] = c.beta1;
+  j["beta2"] = c.beta2;
+  j["grad_clip"] = c.grad_clip;
+  j["seed"] = static_cast<int64_t>(c.seed);
+  j["eval_batches"] = c.eval_batches;
+  j["eval_batch"] = c.eval_batch;
+  j["eval_every"] = c.eval_every;
+  j["log_every"] = c.log_every;
+  j["checkpoint_every"] = c.checkpoint_every;
+  return j;
+}
+
+std::string config_resume_mismatch(const TrainConfig& checkpoint, const TrainConfig& current) {
+  const json a = config_to_json(checkpoint), b = config_to_json(current);
+  for (const auto& item : a.items()) {
+    if (cadence_keys().count(item.key())) continue;
+    if (item.value() != b.at(item.key())) {
+      return fmt::format("key '{}' is {} in the checkpoint but {} in the current config", item.key(),
+                         item.value().dump(), b.at(item.key()).dump());
+    }
+  }
+  return "";
+}
+
+double config_lr_at(const TrainConfig& c, int64_t step) {
+  if (c.warmup > 0 && step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
+  const int64_t span = std::max<int64_t>(1, c.steps - c.warmup);
+  const double progress = std::min(1.0, static_cast<double>(step - c.warmup) / static_cast<double>(span));
+  return c.lr * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
+
+}  // namespace mixlab
