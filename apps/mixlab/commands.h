@@ -10,5 +10,6 @@
 namespace mixlab::cli {
 
 void cmd_analyze_register(CLI::App& app);
+void cmd_mixers_register(CLI::App& app);
 
 }  // namespace mixlab::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.parse_complete_callback([&] { mixlab::threads_configure(threads); });
 
   mixlab::cli::cmd_analyze_register(app);
+  mixlab::cli::cmd_mixers_register(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,19 @@
+// `mixlab mixers`: lists every registered mixer family with its spec syntax.
+#include <iostream>
+
+#include "commands.h"
+#include "mixlab/mixers/registry.h"
+
+namespace mixlab::cli {
+
+void cmd_mixers_register(CLI::App& app) {
+  auto* cmd = app.add_subcommand("mixers", "List the registered token mixers and their spec syntax");
+  cmd->callback([] {
+    size_t width = 0;
+    for (const auto& f : mixer_families()) width = std::max(width, f.usage.size());
+    for (const auto& f : mixer_families())
+      std::cout << fmt::format("  {:<{}}  {}\n", f.usage, width, f.description);
+  });
+}
+
+}  // namespace mixlab::cli
