@@ -1,0 +1,32 @@
+// RoPE: rotations preserve norms, scores depend only on relative position, and applying it to a
+// chunk at `start` equals the slice of the whole sequence (what decode relies on).
+#include <gtest/gtest.h>
+
+#include "mixlab/core/error.h"
+#include "mixlab/core/rope.h"
+#include "support/gradcheck.h"
+
+TEST(Rope, PreservesNormsAndIsRelative) {
+  torch::manual_seed(0);
+  auto x = torch::randn({2, 3, 11, 8}, torch::kDouble);
+  auto r = mixlab::rope_apply(x);
+  EXPECT_TRUE(mixlab::testing::all_close(r.norm(2, -1), x.norm(2, -1), 1e-12, 1e-12));
+  // Same q, k vectors placed at (i, j) and (i+5, j+5): identical score.
+  auto q = torch::randn({1, 1, 1, 8}, torch::kDouble), k = torch::randn({1, 1, 1, 8}, torch::kDouble);
+  auto s1 = (mixlab::rope_apply(q, 7) * mixlab::rope_apply(k, 3)).sum();
+  auto s2 = (mixlab::rope_apply(q, 12) * mixlab::rope_apply(k, 8)).sum();
+  EXPECT_NEAR(s1.item<double>(), s2.item<double>(), 1e-12);
+}
+
+TEST(Rope, ChunkAtOffsetEqualsSliceOfWhole) {
+  auto x = torch::randn({1, 2, 20, 6});
+  auto whole = mixlab::rope_apply(x);
+  auto part = mixlab::rope_apply(x.narrow(2, 13, 7), 13);
+  EXPECT_TRUE(mixlab::testing::all_close(part, whole.narrow(2, 13, 7), 1e-6, 1e-6));
+}
+
+TEST(Rope, RejectsOddHeadDimAndBadRank) {
+  EXPECT_THROW(mixlab::rope_apply(torch::randn({1, 1, 4, 5})), mixlab::Error);
+  EXPECT_THROW(mixlab::rope_apply(torch::randn({4, 6})), mixlab::Error);
+  EXPECT_THROW(mixlab::rope_apply(torch::randn({1, 1, 4, 6}), -1), mixlab::Error);
+}
