@@ -29,8 +29,8 @@ void routing_validate(const Pattern& p, const Routing& r) {
                   path.size());
     for (size_t k = 1; k < path.size(); ++k) {
       auto row = p.row(path[k]);
-      MIXLAB_ASSERT(std::find(row.begin(), row.end(), path[k - 1]) != row.end(), "path {}: {} -> {} is not an edge of {}",
-                    c, path[k - 1], path[k], p.spec());
+      MIXLAB_ASSERT(std::find(row.begin(), row.end(), path[k - 1]) != row.end(),
+                    "path {}: {} -> {} is not an edge of {}", c, path[k - 1], path[k], p.spec());
     }
   }
 }
@@ -47,21 +47,23 @@ int64_t routing_congestion(const Routing& r) {
   return load.empty() ? 0 : *std::max_element(load.begin(), load.end());
 }
 
-Routing congestion_shifted_routing(const Pattern& p, int64_t n) {
-  check_n("congestion_shifted_routing", n);
-  MIXLAB_CHECK(p.translation_invariant(),
-               "congestion_shifted_routing: pattern '{}' is not translation-invariant (Prop. 4.8 needs shifts)",
+namespace {
+
+// One shortest decomposition of n into offsets (the steps of the shifted path), largest first.
+std::vector<int64_t> shortest_decomposition(const Pattern& p, int64_t n, const char* fn) {
+  check_n(fn, n);
+  MIXLAB_CHECK(p.translation_invariant(), "{}: pattern '{}' is not translation-invariant (Prop. 4.8 needs shifts)", fn,
                p.spec());
   auto d = analysis_distance_by_difference(p, n + 1);
-  MIXLAB_CHECK(d[n] != kUnreachable, "congestion_shifted_routing: pattern '{}' has no path of length n = {}",
-               p.spec(), n);
-  // One shortest decomposition of n: repeatedly take the largest offset that keeps it shortest.
+  MIXLAB_CHECK(d[n] != kUnreachable, "{}: pattern '{}' has no path of length n = {}", fn, p.spec(), n);
+  // Repeatedly take the largest offset that keeps the rest shortest.
   auto f = p.offsets_upto(n);
   std::vector<int64_t> steps;
   for (int64_t rest = n; rest > 0;) {
     int64_t chosen = -1;
-    for (auto it = f.rbegin(); it != f.rend(); ++it) {
-      if (*it <= rest && d[rest - *it] != kUnreachable && d[rest - *it] == d[rest] - 1) {
+    for (auto it = std::upper_bound(f.begin(), f.end(), rest); it != f.begin();) {
+      --it;
+      if (d[rest - *it] != kUnreachable && d[rest - *it] == d[rest] - 1) {
         chosen = *it;
         break;
       }
@@ -70,6 +72,13 @@ Routing congestion_shifted_routing(const Pattern& p, int64_t n) {
     steps.push_back(chosen);
     rest -= chosen;
   }
+  return steps;
+}
+
+}  // namespace
+
+Routing congestion_shifted_routing(const Pattern& p, int64_t n) {
+  auto steps = shortest_decomposition(p, n, "congestion_shifted_routing");
   Routing r;
   r.n = n;
   r.paths.resize(static_cast<size_t>(n));
@@ -79,6 +88,24 @@ Routing congestion_shifted_routing(const Pattern& p, int64_t n) {
     for (int64_t s : steps) path.push_back(path.back() + s);
   }
   return r;
+}
+
+int64_t congestion_shifted_value(const Pattern& p, int64_t n) {
+  auto steps = shortest_decomposition(p, n, "congestion_shifted_value");
+  // Path c visits c + q for every prefix sum q; node v is visited by the paths c = v - q in [0, n).
+  std::vector<int64_t> diff(static_cast<size_t>(2 * n) + 1, 0);
+  int64_t q = 0;
+  for (size_t k = 0; k <= steps.size(); ++k) {
+    diff[q] += 1;
+    diff[q + n] -= 1;
+    if (k < steps.size()) q += steps[k];
+  }
+  int64_t run = 0, best = 0;
+  for (int64_t v = 0; v < 2 * n; ++v) {
+    run += diff[v];
+    best = std::max(best, run);
+  }
+  return best;
 }
 
 Routing congestion_shortest_routing(const Pattern& p, int64_t n) {

@@ -57,8 +57,7 @@ using analysis_detail::RowSource;
 
 void analysis_check_T(const char* fn, int64_t T) {
   MIXLAB_CHECK(T > 0, "{}: T must be > 0, got {}", fn, T);
-  MIXLAB_CHECK(T <= kAnalysisMaxT, "{}: T = {} exceeds the analysis limit kAnalysisMaxT = {}", fn, T,
-               kAnalysisMaxT);
+  MIXLAB_CHECK(T <= kAnalysisMaxT, "{}: T = {} exceeds the analysis limit kAnalysisMaxT = {}", fn, T, kAnalysisMaxT);
 }
 
 std::vector<int64_t> analysis_row_sizes(const Pattern& p, int64_t T) {
@@ -198,7 +197,7 @@ std::vector<int32_t> analysis_distance_by_difference(const Pattern& p, int64_t T
   return d;
 }
 
-ShortestPathStats analysis_shortest_path(const Pattern& p, int64_t T, int64_t max_work) {
+ShortestPathStats analysis_shortest_path(const Pattern& p, int64_t T, int64_t max_work, int64_t max_stored_edges) {
   analysis_check_T("analysis_shortest_path", T);
   MIXLAB_CHECK(max_work > 0, "analysis_shortest_path: max_work must be > 0, got {}", max_work);
   ShortestPathStats s;
@@ -219,16 +218,39 @@ ShortestPathStats analysis_shortest_path(const Pattern& p, int64_t T, int64_t ma
     s.sources = T;
   } else {
     s.method = "graph";
-    PatternGraph g = pattern_graph_build(p, T);
-    int64_t nnz = std::max<int64_t>(1, g.nnz());
+    RowSource rows(p, T);
+    int64_t nnz = 0;
+    for (int64_t i = 0; i < T; ++i) nnz += rows.row_size(i);
+    nnz = std::max<int64_t>(1, nnz);
     int64_t n_sources = T;
     if (static_cast<double>(T) * static_cast<double>(nnz) > static_cast<double>(max_work)) {
       n_sources = std::clamp<int64_t>(max_work / nnz, 1, T);
       s.exact = false;
     }
+    // The graph is stored when it has at most max_stored_edges edges (8 bytes each); beyond, rows
+    // are recomputed per source (same distances, no O(nnz) memory).
+    MIXLAB_ASSERT(p.recurrent(), "non translation-invariant pattern '{}' must be recurrent", p.spec());
+    PatternGraph g;
+    if (nnz <= max_stored_edges) g = pattern_graph_build(p, T);
+    std::vector<int32_t> dist;
+    std::vector<int64_t> buf;
     for (int64_t k = 0; k < n_sources; ++k) {
       int64_t source = n_sources == T ? k : k * T / n_sources;  // evenly spaced
-      auto dist = graph_distances_from(g, source, T - 1);
+      if (g.T == T) {
+        dist = graph_distances_from(g, source, T - 1);
+      } else {
+        dist.assign(static_cast<size_t>(T), kUnreachable);
+        dist[source] = 0;
+        for (int64_t r = source + 1; r < T; ++r) {
+          rows.row(r, buf);
+          int32_t best = kUnreachable;
+          for (int64_t q : buf) {
+            if (q < source) break;  // nearest first
+            if (dist[q] != kUnreachable) best = std::min(best, dist[q] + 1);
+          }
+          dist[r] = best;
+        }
+      }
       for (int64_t r = source + 1; r < T; ++r) add(dist[r], 1);
     }
     s.sources = n_sources;

@@ -44,6 +44,9 @@ int64_t routing_congestion(const Routing& r);
 
 /// Shifted routing of Prop. 4.8. Requires p.translation_invariant() and a path of length d(n).
 Routing congestion_shifted_routing(const Pattern& p, int64_t n);
+/// Congestion of the shifted routing counted without building it (a difference array over the
+/// D + 1 prefix sums of the decomposition): O(n + D). Same requirements as above.
+int64_t congestion_shifted_value(const Pattern& p, int64_t n);
 /// Each path a shortest path (any pattern). O(n · nnz of the window).
 Routing congestion_shortest_routing(const Pattern& p, int64_t n);
 /// Rip-up-and-reroute from `start`; stops after `max_passes` passes, when a pass gives no
@@ -51,14 +54,13 @@ Routing congestion_shortest_routing(const Pattern& p, int64_t n);
 Routing congestion_heuristic(const Pattern& p, const Routing& start, int max_passes, int64_t lower_bound);
 
 struct ExactCongestion {
-  int64_t value = -1;          // best congestion found (-1: none found)
-  bool optimal = false;        // proven optimal by the solver
-  std::string status;          // "optimal", "not proven optimal (time limit)", "no solution found"
-  Routing routing;             // the routing achieving `value`
+  int64_t value = -1;    // best congestion found (-1: none found)
+  bool optimal = false;  // proven optimal by the solver
+  std::string status;    // "optimal", "not proven optimal (time limit)", "no solution found"
+  Routing routing;       // the routing achieving `value`
 };
 /// Exact minimum congestion by the integer program above. `lower` and `upper` are known bounds
 /// (upper: congestion of a known routing; pass n if none). Throws mixlab::Error for n > 64.
-ExactCongestion congestion_exact_ilp(const Pattern& p, int64_t n, int64_t lower, int64_t upper,
-                                     double time_limit_s);
+ExactCongestion congestion_exact_ilp(const Pattern& p, int64_t n, int64_t lower, int64_t upper, double time_limit_s);
 
 }  // namespace mixlab

@@ -48,9 +48,9 @@ std::vector<int64_t> analysis_cache_sizes_reference(const Pattern& p, int64_t T)
 /// In-neighbours of every row: pred[start[r] .. start[r+1]) = P(r), nearest first.
 struct PatternGraph {
   int64_t T = 0;
-  bool recurrent = true;         // false: paths are single edges (B = 0)
-  std::vector<int64_t> start;    // (T + 1)
-  std::vector<int64_t> pred;     // (nnz)
+  bool recurrent = true;       // false: paths are single edges (B = 0)
+  std::vector<int64_t> start;  // (T + 1)
+  std::vector<int64_t> pred;   // (nnz)
   int64_t nnz() const { return static_cast<int64_t>(pred.size()); }
 };
 /// Builds the graph of `p` on T nodes. O(nnz).
@@ -68,18 +68,21 @@ std::vector<int32_t> analysis_distance_by_difference(const Pattern& p, int64_t T
 
 /// Shortest-path summary over all pairs j < i < T.
 struct ShortestPathStats {
-  bool infinite = false;     // some pair has no path (max and mean are then ∞)
-  int64_t max = 0;           // max d over pairs (over reachable pairs when infinite)
-  double mean = 0;           // mean d over pairs (over reachable pairs when infinite)
+  bool infinite = false;  // some pair has no path (max and mean are then ∞)
+  int64_t max = 0;        // max d over pairs (over reachable pairs when infinite)
+  double mean = 0;        // mean d over pairs (over reachable pairs when infinite)
   int64_t unreachable_pairs = 0;
-  int64_t pairs = 0;         // pairs counted
-  bool exact = true;         // false: only `sources` evenly spaced sources were used
-  int64_t sources = 0;       // sources used (T when exact)
-  std::string method;        // "coin-change" or "graph"
+  int64_t pairs = 0;    // pairs counted
+  bool exact = true;    // false: only `sources` evenly spaced sources were used
+  int64_t sources = 0;  // sources used (T when exact)
+  std::string method;   // "coin-change" or "graph"
 };
 /// Translation-invariant patterns: coin change, each difference weighted by its T - δ pairs
 /// (always exact). Others: graph distances from every source when T·nnz <= max_work, else from
 /// max(1, max_work / nnz) evenly spaced sources (exact = false; max is then a lower bound).
-ShortestPathStats analysis_shortest_path(const Pattern& p, int64_t T, int64_t max_work);
+/// The graph is kept in memory up to max_stored_edges edges; beyond, rows are recomputed for
+/// every source (same result, O(T) memory).
+ShortestPathStats analysis_shortest_path(const Pattern& p, int64_t T, int64_t max_work,
+                                         int64_t max_stored_edges = int64_t{1} << 25);
 
 }  // namespace mixlab

@@ -1,0 +1,71 @@
+// `mixlab analyze` end to end: runs the built binary, checks exit codes, messages and output.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct RunResult {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+RunResult run_mixlab(const std::string& args) {
+  const std::string binary = MIXLAB_BINARY_DIR "/mixlab";
+  EXPECT_TRUE(std::filesystem::exists(binary)) << binary << " is missing: build the mixlab_cli target first";
+  RunResult r;
+  FILE* pipe = ::popen((binary + " " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), got);
+  int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+void expect_failure(const std::string& args, const std::string& fragment) {
+  auto r = run_mixlab(args);
+  EXPECT_NE(r.code, 0) << args << "\n" << r.output;
+  EXPECT_NE(r.output.find(fragment), std::string::npos) << args << "\n" << r.output;
+}
+
+}  // namespace
+
+TEST(AnalyzeCli, BadArguments) {
+  // Each run starts the binary (about a second of library loading), so only the CLI's own checks
+  // are here; the library's argument errors are tested in tests/analysis.
+  expect_failure("analyze --pattern pow2 --T 0", "--T must be in [1, 1048576], got 0");
+  expect_failure("analyze --pattern pow2 --T 99999999", "--T must be in");
+  expect_failure("analyze --pattern bogus --T 16", "unknown kind 'bogus'");
+  expect_failure("analyze --T 16", "give exactly one of --pattern SPEC or --all");
+  expect_failure("analyze --pattern pow2 --T 16 --plot out.txt", ".png or .svg");
+  expect_failure("analyze --pattern pow2 --T 300 --plot out.png", "plot limit 256");
+}
+
+TEST(AnalyzeCli, JsonAndTable) {
+  auto r = run_mixlab("analyze --pattern pow2 --T 64 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["spec"], "pow2");
+  EXPECT_EQ(j["shortest_path"]["max"], 6);
+  auto t = run_mixlab("analyze --all --T 64");
+  ASSERT_EQ(t.code, 0) << t.output;
+  for (const char* row : {"causal", "band:8", "order:1", "order:8", "dense", "pow2+cache", "square+cache"})
+    EXPECT_NE(t.output.find(row), std::string::npos) << row;
+  EXPECT_NE(t.output.find("0-based"), std::string::npos);
+}
+
+TEST(AnalyzeCli, PlotWritesFile) {
+  auto path = std::filesystem::temp_directory_path() / ("mixlab_cli_plot_" + std::to_string(::getpid()) + ".png");
+  auto r = run_mixlab("analyze --pattern square+cache --T 32 --plot " + path.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_GT(std::filesystem::file_size(path), 200u);
+  std::filesystem::remove(path);
+}
