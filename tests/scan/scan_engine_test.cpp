@@ -33,6 +33,14 @@ std::vector<at::Tensor> random_elements(int64_t r, int64_t dim) {
   return x;
 }
 
+// Runs the parallel tree with 2 intra-op threads (LibTorch's Debian build starts with 1, which
+// would make at::parallel_for serial), restoring the count afterwards.
+struct TwoThreads {
+  int saved = at::get_num_threads();
+  TwoThreads() { at::set_num_threads(2); }
+  ~TwoThreads() { at::set_num_threads(saved); }
+};
+
 int64_t popcount(int64_t t) { return __builtin_popcountll(static_cast<unsigned long long>(t)); }
 int64_t ceil_log2_plus1(int64_t t) {  // ceil(log2(t+1))
   int64_t k = 0;
@@ -49,6 +57,7 @@ TEST(ScanEngine, NonAssociativeAggIsNonAssociative) {
 }
 
 TEST(ScanEngine, CounterEqualsStaticScanBitwiseForNonAssociativeAgg) {
+  TwoThreads threads;
   auto agg = tanh_agg(2);
   const int64_t r = 1000;
   auto x = random_elements(r, 3);
@@ -83,7 +92,8 @@ TEST(ScanEngine, StaticScanOfEveryLengthMatchesCounter) {
     std::vector<at::Tensor> xr(x.begin(), x.begin() + r);
     auto prefix = blelloch_scan(xr, agg, e);
     for (int64_t t = 0; t <= r; ++t)
-      ASSERT_TRUE(torch::equal(prefix[static_cast<size_t>(t)], online[static_cast<size_t>(t)])) << "r " << r << " t " << t;
+      ASSERT_TRUE(torch::equal(prefix[static_cast<size_t>(t)], online[static_cast<size_t>(t)]))
+          << "r " << r << " t " << t;
   }
 }
 
@@ -144,6 +154,7 @@ TEST(ScanEngine, AggCallCounts) {
 
 TEST(ScanEngine, ScanThroughAutogradMatchesCounterGradients) {
   // Gradients flow through the parallel tree (grad mode is propagated to the workers).
+  TwoThreads threads;
   torch::manual_seed(9);
   auto w = torch::randn({3, 3}, torch::kFloat64).requires_grad_(true);
   auto agg = [&](const at::Tensor& a, const at::Tensor& b) { return torch::tanh(torch::mv(w, a) + b); };

@@ -94,7 +94,8 @@ std::vector<State> blelloch_scan(const std::vector<State>& x, const Agg& agg, co
     auto& below = tree[static_cast<size_t>(l - 1)];
     std::vector<std::optional<State>> level(static_cast<size_t>(n));
     for_each(n, [&](int64_t j) {
-      level[static_cast<size_t>(j)].emplace(agg(below[static_cast<size_t>(2 * j)], below[static_cast<size_t>(2 * j + 1)]));
+      level[static_cast<size_t>(j)].emplace(
+          agg(below[static_cast<size_t>(2 * j)], below[static_cast<size_t>(2 * j + 1)]));
       calls.fetch_add(1, std::memory_order_relaxed);
     });
     auto& out = tree[static_cast<size_t>(l)];
@@ -122,7 +123,8 @@ std::vector<State> blelloch_scan(const std::vector<State>& x, const Agg& agg, co
     prefix.reserve(static_cast<size_t>(n));
     for (auto& v : next) prefix.push_back(std::move(*v));
   }
-  MIXLAB_ASSERT(static_cast<int64_t>(prefix.size()) == r + 1, "blelloch_scan: {} prefixes for r = {}", prefix.size(), r);
+  MIXLAB_ASSERT(static_cast<int64_t>(prefix.size()) == r + 1, "blelloch_scan: {} prefixes for r = {}", prefix.size(),
+                r);
   if (stats) {
     stats->agg_calls = calls.load();
     stats->levels = levels;
@@ -183,11 +185,12 @@ class BinaryCounterScan {
     std::vector<int64_t> expected;
     for (int64_t k = 62; k >= 0; --k)
       if ((count >> k) & 1) expected.push_back(k);
-    MIXLAB_CHECK(expected.size() == slots.size(),
-                 "BinaryCounterScan::restore: count {} needs {} roots, got {}", count, expected.size(), slots.size());
+    MIXLAB_CHECK(expected.size() == slots.size(), "BinaryCounterScan::restore: count {} needs {} roots, got {}", count,
+                 expected.size(), slots.size());
     for (size_t i = 0; i < slots.size(); ++i)
-      MIXLAB_CHECK(slots[i].level == expected[i], "BinaryCounterScan::restore: root {} has level {}, expected {} for count {}",
-                   i, slots[i].level, expected[i], count);
+      MIXLAB_CHECK(slots[i].level == expected[i],
+                   "BinaryCounterScan::restore: root {} has level {}, expected {} for count {}", i, slots[i].level,
+                   expected[i], count);
     count_ = count;
     slots_ = std::move(slots);
     agg_calls_ = agg_calls;

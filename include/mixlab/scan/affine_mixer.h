@@ -1,0 +1,120 @@
+// mixlab/scan/affine_mixer.h — the affine-recurrence layers of seed 004 Table 1 as mixers:
+// `linear_attn`, `retnet`, `gla`, `mamba`, `mlstm`, `gated_rfa`, `deltanet`, `gated_deltanet`
+// (spec "<name>[:<chunk>]", chunk of the training form, default 64).
+//
+// Each member is a parametrisation of one of the two kernels of mixlab/scan/affine.h; per head
+// (H heads, D = C/H) the state is S (Dk,Dv) and o_t = S_t^T q_t:
+//   linear_attn    q,k = elu+1 feature map, g = 0, normaliser z_t = sum k (an extra ones column of
+//                  v): y = (S^T q) / (z^T q + 1e-6)                             (Katharopoulos 2020)
+//   retnet         g = log gamma_h, gamma_h = 1 - 2^(-5 - 4h/(H-1)) fixed per head; per-head RMS
+//                  norm, swish output gate; no xPos rotation                       (Sun 2023)
+//   gla            g_t = logsigmoid(W2 W1 x_t) / 16 per key (rank-16 gate), RMS norm, swish gate
+//                                                                                 (Yang 2024)
+//   mamba          Dk = N = 16 state per channel, Dv = D channels of the head: q = C_t, k = Δ_t B_t,
+//                  v = u_t = silu(W_in x_t), g = Δ_t a (a = -exp(A_log) per (head, n)); y = o + D u,
+//                  gated by silu(z). Δ_t is ONE softplus per head (Mamba-2 style), which keeps the
+//                  decay diagonal on the key (state) axis; S6's per-channel Δ would make the decay
+//                  depend on (n, channel) and is not supported. No depthwise convolution.
+//   mlstm          f_t = sigmoid(.) forget gate (log f = logsigmoid), input gate i_t = sigmoid(.)
+//                  (the stabilised form used here: a bounded input gate instead of exp(i~) with a
+//                  running max m_t, so the state stays a plain affine recurrence with no
+//                  stabiliser state), normaliser n_t via a ones column of v:
+//                  h = (S^T q) / max(|n^T q|, 1), times the sigmoid output gate    (Beck 2024)
+//   gated_rfa      positive random features phi(x) = exp(W x - 1/2)/sqrt(D) on unit-norm q, k
+//                  (W fixed N(0,1), a buffer), scalar gate g_t = sigmoid(.):
+//                  S_t = g_t S_{t-1} + (1 - g_t) phi(k_t) v_t^T, normalised like linear_attn
+//                                                                                 (Peng 2021)
+//   deltanet       k, q = L2-normalised silu projections, beta_t = sigmoid(.), RMS norm
+//                                                                                 (Schlag 2021)
+//   gated_deltanet + alpha_t = exp(-exp(A_log_h) softplus(W x_t + b)), swish output gate
+//                                                                                 (Yang 2025)
+// Training forward uses the chunked form; set_form switches to the recurrent, scan or reference
+// form (tests, benchmarks). Decode: O(H Dk Dv) per token, state (B,H,Dk,Dv') float32 for a float
+// model (Dv' = Dv + 1 with a normaliser column), no growth with n.
+// Not supported: CUDA, multi-layer blocks (the mixer is one layer), per-channel Δ for mamba.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "mixlab/mixers/mixer.h"
+#include "mixlab/scan/affine.h"
+
+namespace mixlab {
+
+enum class AffineMember { kLinearAttn, kRetNet, kGla, kMamba, kMlstm, kGatedRfa, kDeltaNet, kGatedDeltaNet, kCount };
+enum class AffineKernel { kDiagDecay, kDeltaRule };
+/// Which evaluation of the recurrence forward() uses.
+enum class AffineForm { kChunked, kRecurrent, kScan, kReference };
+
+struct AffineMemberInfo {
+  AffineMember member;
+  const char* name;  // spec family name
+  AffineKernel kernel;
+  bool normaliser;          // v carries an extra ones column (Dv' = Dv + 1)
+  const char* description;  // one line for `mixlab mixers`
+};
+
+/// The single table of members, in enum order.
+const std::array<AffineMemberInfo, static_cast<size_t>(AffineMember::kCount)>& affine_members();
+const AffineMemberInfo& affine_member_info(AffineMember member);
+
+/// Decode state: S (B,H,Dk,Dv').
+class AffineState : public MixerState {
+ public:
+  explicit AffineState(torch::Tensor s) : s_(std::move(s)) {}
+  int64_t position() const override { return pos_; }
+  int64_t bytes() const override { return tensor_bytes(s_); }
+  torch::Tensor s_;
+  int64_t pos_ = 0;
+};
+
+class AffineMixer : public Mixer {
+ public:
+  /// chunk: the chunked form's chunk size (a power of two for the diagonal kernel).
+  AffineMixer(AffineMember member, const MixerDims& dims, int64_t chunk = 64);
+
+  torch::Tensor forward(const torch::Tensor& x) override;
+  /// Forward from a given state (B,H,Dk,Dv') (undefined = zeros); writes the final state.
+  /// Prefill in pieces: feed each piece the previous piece's final state.
+  torch::Tensor forward_from(const torch::Tensor& x, const torch::Tensor& initial_state, torch::Tensor* final_state);
+  std::unique_ptr<MixerState> init_state(int64_t batch) override;
+  torch::Tensor step(MixerState& state, const torch::Tensor& x_t) override;
+  std::string spec() const override;
+  std::string cost_class() const override { return "O(1)"; }
+
+  void set_form(AffineForm form) { form_ = form; }
+  AffineForm form() const { return form_; }
+  AffineMember member() const { return member_; }
+  /// State sizes: Dk and Dv' per head.
+  int64_t state_dk() const { return dk_; }
+  int64_t state_dv() const { return dv_ + (info().normaliser ? 1 : 0); }
+
+ private:
+  // Kernel inputs for a (B,T,C) input, all (B,H,T,.); aux holds what finish() needs.
+  struct Prepared {
+    torch::Tensor q, k, v, g, beta, log_alpha;
+    torch::Tensor gate, skip;  // output gate (B,T,H,Dv) and skip input (B,T,H,Dv), when used
+  };
+  const AffineMemberInfo& info() const { return affine_member_info(member_); }
+  Prepared prepare(const torch::Tensor& x);
+  torch::Tensor finish(const Prepared& p, const torch::Tensor& o);  // o (B,H,T,Dv') -> (B,T,C)
+  AffineResult run(const Prepared& p, const torch::Tensor& initial_state);
+
+  AffineMember member_;
+  MixerDims dims_;
+  int64_t chunk_;
+  int64_t heads_, dk_, dv_;
+  AffineForm form_ = AffineForm::kChunked;
+  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+  torch::nn::Linear gate_proj_{nullptr};  // output gate (retnet, gla, mamba z, mlstm, gated_deltanet)
+  torch::nn::Linear decay_proj_{nullptr}, decay_proj2_{nullptr};  // data-dependent decay / forget gate
+  torch::nn::Linear aux_proj_{nullptr};                           // mlstm input gate, delta-rule beta, mamba Δ
+  torch::Tensor a_log_, d_skip_, dt_bias_, rfa_w_, retnet_log_gamma_;
+};
+
+/// Factory for the registry: `name` one of the table's names, `args` "" or a chunk size.
+MixerPtr affine_mixer_create(const std::string& name, const std::string& spec, const std::string& args,
+                             const MixerDims& dims);
+
+}  // namespace mixlab

@@ -1,0 +1,71 @@
+// Private: argument checks shared by the affine kernels (mixlab/scan/affine.h). Every public
+// function checks once here; the kernels below assume valid inputs.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "mixlab/core/error.h"
+#include "mixlab/core/tensor_checks.h"
+
+namespace mixlab::detail {
+
+struct AffineDims {
+  int64_t B = 0, H = 0, T = 0, Dk = 0, Dv = 0;
+};
+
+/// q, k (B,H,T,Dk), v (B,H,T,Dv), same floating dtype, CPU; initial_state (B,H,Dk,Dv) if defined.
+inline AffineDims affine_check_qkv(const char* fn, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const at::Tensor& initial_state) {
+  check_defined(fn, "q", q);
+  check_dim(fn, "q", q, 4, "(B,H,T,Dk)");
+  check_floating(fn, "q", q);
+  check_cpu(fn, "q", q);
+  AffineDims d{q.size(0), q.size(1), q.size(2), q.size(3), 0};
+  check_defined(fn, "k", k);
+  check_shape(fn, "k", k, {d.B, d.H, d.T, d.Dk}, "(B,H,T,Dk)");
+  check_same_dtype(fn, "k", k, "q", q);
+  check_cpu(fn, "k", k);
+  check_defined(fn, "v", v);
+  check_dim(fn, "v", v, 4, "(B,H,T,Dv)");
+  check_shape(fn, "v", v, {d.B, d.H, d.T, -1}, "(B,H,T,Dv)");
+  check_same_dtype(fn, "v", v, "q", q);
+  check_cpu(fn, "v", v);
+  d.Dv = v.size(3);
+  if (initial_state.defined()) {
+    check_shape(fn, "initial_state", initial_state, {d.B, d.H, d.Dk, d.Dv}, "(B,H,Dk,Dv)");
+    check_same_dtype(fn, "initial_state", initial_state, "q", q);
+    check_cpu(fn, "initial_state", initial_state);
+  }
+  return d;
+}
+
+/// Values of `t` must be finite and within [lo, hi].
+inline void affine_check_range(const char* fn, const char* name, const at::Tensor& t, double lo, double hi,
+                               const char* meaning) {
+  if (t.numel() == 0) return;
+  auto td = t.detach();
+  MIXLAB_CHECK(torch::isfinite(td).all().item<bool>(), "{}: {} ({}) must be finite", fn, name, meaning);
+  const double mn = td.min().item<double>(), mx = td.max().item<double>();
+  MIXLAB_CHECK(mn >= lo && mx <= hi, "{}: {} ({}) must lie in [{}, {}], got values in [{}, {}]", fn, name, meaning, lo,
+               hi, mn, mx);
+}
+
+/// A per-token gate (B,H,T) or per-token-per-key gate (B,H,T,Dk) of the same dtype.
+inline void affine_check_gate(const char* fn, const char* name, const at::Tensor& t, const std::vector<int64_t>& shape,
+                              const char* letters, const at::Tensor& q) {
+  check_defined(fn, name, t);
+  check_shape(fn, name, t, shape, letters);
+  check_same_dtype(fn, name, t, "q", q);
+  check_cpu(fn, name, t);
+}
+
+/// The state a step starts from: (B,H,Dk,Dv) of q's dtype.
+inline void affine_check_state(const char* fn, const at::Tensor& state, int64_t B, int64_t H, int64_t Dk, int64_t Dv,
+                               const at::Tensor& q) {
+  check_defined(fn, "state", state);
+  check_shape(fn, "state", state, {B, H, Dk, Dv}, "(B,H,Dk,Dv)");
+  check_same_dtype(fn, "state", state, "q_t", q);
+  check_cpu(fn, "state", state);
+}
+
+}  // namespace mixlab::detail
