@@ -2,6 +2,9 @@
 #include "mixlab/toeplitz/index.h"
 
 #include <cmath>
+#include <complex>
+#include <utility>
+#include <vector>
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
@@ -33,15 +36,14 @@ int64_t next_pow2(int64_t n) {
 ToeplitzIndex toeplitz_index(const torch::Tensor& lags_in, const ToeplitzIndexOptions& options) {
   const char* fn = "toeplitz_index";
   MIXLAB_CHECK(options.min_samples > 0 && options.max_samples >= options.min_samples,
-               "{}: need 0 < min_samples <= max_samples, got {} and {}", fn, options.min_samples,
-               options.max_samples);
+               "{}: need 0 < min_samples <= max_samples, got {} and {}", fn, options.min_samples, options.max_samples);
   torch::NoGradGuard no_grad;
   const auto t = lags_check(fn, lags_in);  // (N) double
   const int64_t N = t.size(0);
   const auto k = torch::arange(N, t.options());
   const double l1 = t.abs().sum().item<double>();
   const double l2 = (k * k * t.abs()).sum().item<double>();  // bound on |s''(θ)|
-  const auto dt = torch::complex(torch::zeros_like(t), k * t);  // coefficients of s'(θ) = sum i k t_k e^{ikθ}
+  const double zero_level = options.zero_tol * l1;
 
   ToeplitzIndex out;
   if (l1 == 0.0) {
@@ -49,42 +51,97 @@ ToeplitzIndex toeplitz_index(const torch::Tensor& lags_in, const ToeplitzIndexOp
     out.reason = "all lags are zero: the symbol is identically 0";
     return out;
   }
+  // Base grid: s(θ_m) = sum_k t_k e^{2πi k m / M} = M * ifft(t, M)[m], and s' likewise. Grid points
+  // cost O(log M) each and refinement points O(N), so the grid doubles while more than 1/64 of its
+  // arcs would need refinement (keeping half of the budget for the refinement).
+  const auto dt = torch::complex(torch::zeros_like(t), k * t);  // s'(θ) = sum_k i k t_k e^{ikθ}
   int64_t M = next_pow2(std::max(options.min_samples, 8 * N));
+  torch::Tensor s_grid, ds_grid;
   while (true) {
-    // s(θ_m) = sum_k t_k e^{2πi k m / M} = M * ifft(t, M)[m]
-    auto s = torch::fft::ifft(t, M) * static_cast<double>(M);   // (M) complex
-    auto ds = torch::fft::ifft(dt, M) * static_cast<double>(M); // (M) complex
-    auto abs_s = s.abs();
-    out.samples = M;
-    out.min_abs = abs_s.min().item<double>();
-    if (out.min_abs <= options.zero_tol * l1) {
-      out.degenerate = true;
-      out.reason = fmt::format("min |s(θ)| = {:.3e} <= zero_tol * sum|t| = {:.3e}: the symbol passes through 0",
-                               out.min_abs, options.zero_tol * l1);
-      return out;
-    }
+    s_grid = (torch::fft::ifft(t, M) * static_cast<double>(M)).contiguous();
+    ds_grid = (torch::fft::ifft(dt, M) * static_cast<double>(M)).contiguous();
     const double h = kTwoPi / static_cast<double>(M);
-    const bool certified = (abs_s > h * ds.abs() + 0.5 * h * h * l2).all().item<bool>();
-    if (certified) {
-      // Principal phase increments s_{m+1} / s_m (cyclic), summed.
-      auto next = torch::roll(s, -1);
-      const double turns = torch::angle(next * s.conj()).sum().item<double>() / kTwoPi;
-      const double rounded = std::round(turns);
-      MIXLAB_ASSERT(std::abs(turns - rounded) < 1e-6, "certified winding sum {} is not an integer", turns);
-      out.winding = static_cast<int64_t>(rounded);
-      out.index = -out.winding;
-      return out;
-    }
-    if (M * 2 > options.max_samples) {
-      out.degenerate = true;
-      out.reason = fmt::format(
-          "could not certify the winding number with {} samples (min |s| = {:.3e} is too small for the "
-          "symbol's variation): raise max_samples",
-          M, out.min_abs);
-      return out;
-    }
+    const int64_t failing = (s_grid.abs() <= h * ds_grid.abs() + 0.5 * h * h * l2).sum().item<int64_t>();
+    if (failing * 64 <= M || 4 * M > options.max_samples) break;
     M *= 2;
   }
+  const auto* sg = s_grid.data_ptr<c10::complex<double>>();
+  const auto* dsg = ds_grid.data_ptr<c10::complex<double>>();
+
+  // Off-grid points (refinement): s and s' by Horner's rule on p(z) = sum t_k z^k, z = e^{iθ};
+  // s'(θ) = i z p'(z).
+  const double* ta = t.data_ptr<double>();
+  auto eval = [&](double theta) {
+    const std::complex<double> z(std::cos(theta), std::sin(theta));
+    std::complex<double> p(0.0), dp(0.0);
+    for (int64_t j = N - 1; j >= 0; --j) {
+      dp = dp * z + p;
+      p = p * z + ta[j];
+    }
+    return std::make_pair(p, std::complex<double>(0.0, 1.0) * z * dp);
+  };
+  struct Arc {
+    double a, b;                       // θ range
+    std::complex<double> sa, dsa, sb;  // s(a), s'(a), s(b)
+  };
+  auto to_std = [](c10::complex<double> c) { return std::complex<double>(c.real(), c.imag()); };
+
+  int64_t samples = M;
+  double min_abs = INFINITY;
+  double turns = 0.0;
+  std::vector<Arc> stack;
+  const double h0 = kTwoPi / static_cast<double>(M);
+  for (int64_t m = 0; m < M; ++m) min_abs = std::min(min_abs, std::abs(to_std(sg[m])));
+  bool certified = min_abs > zero_level;
+  for (int64_t m = 0; m < M && certified; ++m) {
+    stack.push_back({h0 * m, h0 * (m + 1), to_std(sg[m]), to_std(dsg[m]), to_std(sg[(m + 1) % M])});
+    while (!stack.empty() && certified) {
+      const Arc arc = stack.back();
+      stack.pop_back();
+      const double h = arc.b - arc.a;
+      // The condition of the file header: s stays in a disk around s(a) that excludes 0.
+      if (std::abs(arc.sa) > h * std::abs(arc.dsa) + 0.5 * h * h * l2) {
+        turns += std::arg(arc.sb * std::conj(arc.sa));
+        continue;
+      }
+      if (samples >= options.max_samples) {
+        certified = false;
+        break;
+      }
+      const double mid = 0.5 * (arc.a + arc.b);
+      const auto [sm, dsm] = eval(mid);
+      ++samples;
+      min_abs = std::min(min_abs, std::abs(sm));
+      if (std::abs(sm) <= zero_level) {
+        certified = false;
+        break;
+      }
+      stack.push_back({mid, arc.b, sm, dsm, arc.sb});
+      stack.push_back({arc.a, mid, arc.sa, arc.dsa, sm});
+    }
+  }
+  out.samples = samples;
+  out.min_abs = min_abs;
+  if (min_abs <= zero_level) {
+    out.degenerate = true;
+    out.reason = fmt::format("min |s(θ)| = {:.3e} <= zero_tol * sum|t| = {:.3e}: the symbol passes through 0", min_abs,
+                             zero_level);
+    return out;
+  }
+  if (!certified) {
+    out.degenerate = true;
+    out.reason = fmt::format(
+        "could not certify the winding number within max_samples = {} points (min |s| = {:.3e} is small for "
+        "the symbol's variation): raise max_samples",
+        options.max_samples, min_abs);
+    return out;
+  }
+  turns /= kTwoPi;
+  const double rounded = std::round(turns);
+  MIXLAB_ASSERT(std::abs(turns - rounded) < 1e-6, "certified winding sum {} is not an integer", turns);
+  out.winding = static_cast<int64_t>(rounded);
+  out.index = -out.winding;
+  return out;
 }
 
 int64_t toeplitz_zeros_inside(const torch::Tensor& lags_in, double* margin) {

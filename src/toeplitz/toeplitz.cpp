@@ -33,10 +33,10 @@ ToeplitzDims toeplitz_check(const char* fn, const torch::Tensor& t, const torch:
   d.D = x.size(3);
   d.Tmax = t.size(1);
   MIXLAB_CHECK(d.T > 0, "{}: x must have T > 0 tokens (shape (B,H,T,D)), got {}", fn, shape_string(x));
-  MIXLAB_CHECK(d.B > 0 && d.D > 0, "{}: x must have B > 0 and D > 0 (shape (B,H,T,D)), got {}", fn,
-               shape_string(x));
-  MIXLAB_CHECK(t.size(0) == d.H, "{}: t must have one lag vector per head: shape (H,Tmax) with H = {} (from x {}), got {}",
-               fn, d.H, shape_string(x), shape_string(t));
+  MIXLAB_CHECK(d.B > 0 && d.D > 0, "{}: x must have B > 0 and D > 0 (shape (B,H,T,D)), got {}", fn, shape_string(x));
+  MIXLAB_CHECK(t.size(0) == d.H,
+               "{}: t must have one lag vector per head: shape (H,Tmax) with H = {} (from x {}), got {}", fn, d.H,
+               shape_string(x), shape_string(t));
   MIXLAB_CHECK(d.Tmax >= d.T, "{}: lag vector t (H,Tmax) = {} is shorter than the sequence T = {} of x {}", fn,
                shape_string(t), d.T, shape_string(x));
   if (bias.defined()) {
@@ -70,10 +70,10 @@ torch::Tensor toeplitz_fft(const torch::Tensor& t, const torch::Tensor& x, const
 /// W[a][j] = u[a + j], and M[i][j] = t[i-j] (j <= i, else 0) = u[T-1-i+j] = W[T-1-i][j]. So
 /// Y = M X = flip_T(W X): one matmul with the unfolded windows, then a flip of the output rows.
 torch::Tensor toeplitz_materialized(const torch::Tensor& t, const torch::Tensor& x, const ToeplitzDims& d) {
-  auto lags = t.narrow(1, 0, d.T).flip({1});                              // (H,T): t_{T-1} .. t_0
+  auto lags = t.narrow(1, 0, d.T).flip({1});                                  // (H,T): t_{T-1} .. t_0
   auto u = torch::cat({lags, torch::zeros({d.H, d.T - 1}, t.options())}, 1);  // (H,2T-1)
-  auto w = u.unfold(1, d.T, 1);                                           // (H,T,T) view, W[a][j]
-  auto wx = torch::matmul(w.unsqueeze(0), x);                             // (B,H,T,D)
+  auto w = u.unfold(1, d.T, 1);                                               // (H,T,T) view, W[a][j]
+  auto wx = torch::matmul(w.unsqueeze(0), x);                                 // (B,H,T,D)
   return wx.flip({2});
 }
 
@@ -146,9 +146,12 @@ void reference_backward_kernel(const torch::Tensor& t, const torch::Tensor& x, c
 
 const char* toeplitz_path_name(ToeplitzPath path) {
   switch (path) {
-    case ToeplitzPath::kAuto: return "auto";
-    case ToeplitzPath::kFft: return "fft";
-    case ToeplitzPath::kMaterialized: return "materialized";
+    case ToeplitzPath::kAuto:
+      return "auto";
+    case ToeplitzPath::kFft:
+      return "fft";
+    case ToeplitzPath::kMaterialized:
+      return "materialized";
   }
   MIXLAB_ASSERT(false, "unknown ToeplitzPath {}", static_cast<int>(path));
   return "";
@@ -170,9 +173,15 @@ torch::Tensor toeplitz_forward(const torch::Tensor& t, const torch::Tensor& x, c
   const auto d = toeplitz_check("toeplitz_forward", t, x, bias);
   torch::Tensor y;
   switch (toeplitz_path_resolve(path, d.T)) {
-    case ToeplitzPath::kFft: y = toeplitz_fft(t, x, d); break;
-    case ToeplitzPath::kMaterialized: y = toeplitz_materialized(t, x, d); break;
-    case ToeplitzPath::kAuto: MIXLAB_ASSERT(false, "kAuto must resolve to a concrete path"); break;
+    case ToeplitzPath::kFft:
+      y = toeplitz_fft(t, x, d);
+      break;
+    case ToeplitzPath::kMaterialized:
+      y = toeplitz_materialized(t, x, d);
+      break;
+    case ToeplitzPath::kAuto:
+      MIXLAB_ASSERT(false, "kAuto must resolve to a concrete path");
+      break;
   }
   return add_bias(y, bias, d);
 }

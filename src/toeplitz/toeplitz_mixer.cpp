@@ -153,9 +153,9 @@ torch::Tensor ToeplitzMixer::step(MixerState& state_base, const torch::Tensor& x
     cache.select(2, pos).copy_(u);
   }
   const int64_t P = pos + 1;
-  auto hist = cache.narrow(2, 0, P);                                     // (B,H,P,D)
-  auto w = lags_.narrow(2, 0, P).flip({2});                              // (H,K,P): w[..,j] = lag P-1-j
-  auto zk = torch::einsum("hkj,bhjd->bhkd", {w, hist}).unsqueeze(3);     // (B,H,K,1,D)
+  auto hist = cache.narrow(2, 0, P);                                                  // (B,H,P,D)
+  auto w = lags_.narrow(2, 0, P).flip({2});                                           // (H,K,P): w[..,j] = lag P-1-j
+  auto zk = torch::einsum("hkj,bhjd->bhkd", {w, hist}).unsqueeze(3);                  // (B,H,K,1,D)
   auto z = kernel_combine(zk) + pos_bias_.select(1, pos).reshape({1, heads_, 1, 1});  // (B,H,1,D)
   state->position_ = P;
   return out_proj_->forward(z.reshape({B, d_model_}));

@@ -10,14 +10,15 @@
 // "index = winding number" is the same number. Check: the one-step shift t = [0, 1]
 // (y_i = x_{i-1}) has w = 1 and index -1, the seed's "index of the shift operator".
 //
-// Method: s is sampled at M equispaced points with one FFT (double precision); w is the sum of the
-// principal phase increments / 2π. The count is certified: with h = 2π/M and
-// L2 = sum_k k^2 |t[k]| (a bound on |s''|), the condition |s(θ_m)| > h |s'(θ_m)| + h² L2 / 2 at every
-// sample keeps s on each arc inside a disk around s(θ_m) that excludes 0, so no turn is missed.
-// M doubles from max(min_samples, 8N) until the condition holds or max_samples is reached.
+// Method: s and s' are sampled at M = pow2 >= max(min_samples, 8N) equispaced points with one FFT
+// each (double precision; M doubles while more than 1/64 of the arcs fail the test below); w is the sum of the
+// principal phase increments over the arcs / 2π. The count is certified arc by arc: with h the arc length and L2 =
+// sum_k k^2 |t[k]| (a bound on |s''|), |s(a)| > h |s'(a)| + h² L2 / 2 at the arc's start a keeps s on the arc inside a
+// disk around s(a) that excludes 0, so no turn is missed. Arcs that fail are bisected (new points by Horner's rule,
+// O(N) each) until they pass, with at most max_samples points in all.
 // `degenerate` is set (and winding/index are 0) when min |s| <= zero_tol * sum_k |t[k]| (the symbol
-// passes through 0 numerically: the operator is not Fredholm-stable) or when max_samples could
-// not certify the count. Cost O(M log M) per lag vector.
+// passes through 0 numerically: the operator is not Fredholm-stable) or when max_samples points
+// could not certify the count. Cost O(M log M + N * refinement points) per lag vector.
 //
 // Not supported: complex lags; anti-causal (two-sided) symbols.
 #pragma once
@@ -41,7 +42,7 @@ struct ToeplitzIndex {
   int64_t index = 0;        // Fredholm index, seed 003 §7.2 convention: -w
   bool degenerate = false;  // true: |s| (numerically) reaches 0 or the count could not be certified
   double min_abs = 0.0;     // min over the samples of |s(θ)|
-  int64_t samples = 0;      // M used
+  int64_t samples = 0;      // points evaluated (grid + refinement)
   std::string reason;       // why degenerate ("" otherwise)
 };
 

@@ -35,10 +35,12 @@ namespace mixlab {
 
 enum class ToeplitzPath { kAuto, kFft, kMaterialized };
 
-/// Sequence length from which kAuto takes the FFT path. Measured on this machine (2-core x86 CPU,
-/// LibTorch 1.13.1, float32, forward+backward, B=4 H=4 D=16): see docs/benchmarks/toeplitz.md and
-/// bench/toeplitz_bench.cpp (BM_Fft* vs BM_Materialized*). Below it the materialised matmul wins.
-constexpr int64_t kToeplitzFftCrossoverT = 64;
+/// Sequence length from which kAuto takes the FFT path. Measured on this machine (2-core x86 CPU at
+/// 2.6 GHz, LibTorch 1.13.1, float32, one thread, (B,H,D) = (1,2,32)) by bench/toeplitz_bench.cpp
+/// (BM_Fft* vs BM_Materialized*, docs/benchmarks/toeplitz.md): the paths tie at T = 256 forward
+/// (0.13 ms each) and the FFT path is 1.2x faster forward+backward there; at T = 128 the
+/// materialised matmul is 1.7x (forward) / 1.4x (forward+backward) faster.
+constexpr int64_t kToeplitzFftCrossoverT = 256;
 
 /// "fft", "materialized" or "auto".
 const char* toeplitz_path_name(ToeplitzPath path);
