@@ -53,7 +53,7 @@ namespace mixlab::testing {
     if (!t.defined() || !t.requires_grad()) continue;
     at::Tensor analytic = grads[gi++];
     if (!analytic.defined()) analytic = torch::zeros_like(t);
-    auto numeric = torch::zeros_like(t);
+    auto numeric = torch::zeros(t.sizes(), t.options());  // contiguous, whatever t's strides
     auto base = t.detach().clone();
     auto flat_base = base.reshape(-1);
     auto flat_num = numeric.view(-1);

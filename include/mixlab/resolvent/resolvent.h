@@ -22,6 +22,11 @@
 // a scatter over each row's pattern while going from the last row to the first). No T×T tensor
 // anywhere; memory O(B·H·T·(D + W)). Parallel over B·H with at::parallel_for; inner loops are
 // contiguous over D. float32 accumulates in float32, float64 in float64.
+// Two kernels: translation-invariant patterns (all but +cache) from position 0 take a blocked
+// forward substitution (seed 000 B.4: blocks of 64 rows; for each offset, the block's reads of
+// earlier rows are one contiguous range) and build no (T,W) index; +cache patterns, chunks
+// that continue a state, and decode take the row-by-row kernel over the PatternIndex.
+// Figures: docs/benchmarks/resolvent.md.
 //
 // Chunked prefill: pass a ResolventState as `past`: the chunk's rows are the absolute positions
 // t0 .. t0+T−1 (t0 = past->position()), rows read positions < t0 from the state. The state is
@@ -34,6 +39,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -63,9 +69,9 @@ torch::Tensor resolvent_reference(const torch::Tensor& alpha, const torch::Tenso
 
 /// What a decode state stores per held position.
 struct ResolventStateLayout {
-  bool store_x = true;             // past inputs (false when A is diagonal: W_A = 1)
-  bool store_y = true;             // past outputs (false for non-recurrent patterns: B = 0)
-  std::vector<int64_t> extra_dims; // extra per-position channels (B,H,·,extra_dims[k]), e.g. keys
+  bool store_x = true;              // past inputs (false when A is diagonal: W_A = 1)
+  bool store_y = true;              // past outputs (false for non-recurrent patterns: B = 0)
+  std::vector<int64_t> extra_dims;  // extra per-position channels (B,H,·,extra_dims[k]), e.g. keys
 };
 
 /// Decode state of the resolvent op for B sequences × H heads: the (x_j, y_j[, extras]) of the
@@ -107,6 +113,10 @@ class ResolventState : public MixerState {
   /// (B,H,T,extra_dims[k]); evicts what no future row can read. Values are detached copies.
   void append(const torch::Tensor& x, const torch::Tensor& y, const std::vector<torch::Tensor>& extras = {});
 
+  /// Grows the slot tensors to hold at least `slots` positions now (decode of a known length
+  /// then never pays a doubling copy mid-stream). Never shrinks.
+  void reserve(int64_t slots);
+
   /// Binary round trip through torch's archive format (pattern spec, layout, sizes, position,
   /// held positions and their rows). load throws mixlab::Error for a malformed stream.
   void save(std::ostream& out) const;
@@ -125,29 +135,49 @@ class ResolventState : public MixerState {
   int64_t last_ = 0;  // for kLast: positions >= next_row - last_ are kept
   int64_t position_ = 0;
   int64_t capacity_ = 0;
-  torch::Tensor x_, y_;               // (B,H,Cap,D)
+  torch::Tensor x_, y_;                // (B,H,Cap,D)
   std::vector<torch::Tensor> extras_;  // (B,H,Cap,E_k)
   std::unordered_map<int64_t, int64_t> slot_of_;
   std::vector<int64_t> free_slots_;
 };
 
 /// One decode row t = state.position(): alpha_t (B,H,1+|P(t)|) (or (B,H,1) for diagonal A),
-/// beta_t (B,H,|P(t)|) (recurrent) or (B,H,0), x_t (B,H,D), gate_t (B,H,D) or undefined.
-/// Returns y_t (B,H,D) and appends (x_t, y_t) to the state. O(|P(t)|·D) per (b,h). No autograd.
+/// beta_t (B,H,|P(t)|) (recurrent) or (B,H,0), x_t (B,H,D), gate_t (B,H,D) or undefined,
+/// extras_t (B,H,extra_dims[k]) the extra channels of row t (e.g. its keys).
+/// Returns y_t (B,H,D) and appends (x_t, y_t, extras_t) to the state. O(|P(t)|·D) per (b,h).
+/// No autograd.
 torch::Tensor resolvent_step(ResolventState& state, const torch::Tensor& alpha_t, const torch::Tensor& beta_t,
-                             const torch::Tensor& x_t, const torch::Tensor& gate_t = {});
+                             const torch::Tensor& x_t, const torch::Tensor& gate_t = {},
+                             const std::vector<torch::Tensor>& extras_t = {});
 
 /// The read table of a chunk: for chunk row r (absolute t0 + r) and past slot s, where the kernel
 /// finds position P(t0+r)[s]: >= 0 a chunk row, <= −2 index −(v+2) into `past_positions`,
-/// −1 unused. Exposed for the score op (mixlab/resolvent/pattern_scores.h).
+/// −1 unused. For a translation-invariant pattern from position 0 no table is built: `offsets`
+/// is set and slot s of row r is r − offsets[s] (the periodic structure: every row reads the same
+/// offsets). Exposed for the score op (mixlab/resolvent/pattern_scores.h).
 struct ResolventRows {
+  // Move-only: src/count/offsets may point into the holders below (a move keeps their buffers).
+  ResolventRows() = default;
+  ResolventRows(ResolventRows&&) = default;
+  ResolventRows& operator=(ResolventRows&&) = default;
+  ResolventRows(const ResolventRows&) = delete;
+  ResolventRows& operator=(const ResolventRows&) = delete;
+
   int64_t t0 = 0, T = 0, W = 0;
-  std::shared_ptr<const PatternIndex> index;  // of length t0 + T
-  const int64_t* src = nullptr;               // (T,W)
+  std::shared_ptr<const PatternIndex> index;  // of length t0 + T (null on the offsets path)
+  const int64_t* src = nullptr;               // (T,W), or null on the offsets path
   const int64_t* count = nullptr;             // (T)
+  const int64_t* offsets = nullptr;           // (W) ascending, offsets path only
   std::vector<int64_t> past_positions;        // absolute positions read from the state
   torch::Tensor src_holder;                   // owns src when t0 > 0
+  std::vector<int64_t> offsets_holder, count_holder;
 };
 ResolventRows resolvent_rows(const Pattern& pattern, int64_t T, const ResolventState* past);
+/// The same table rebuilt in backward (src_holder from forward when t0 > 0).
+ResolventRows resolvent_rows_restore(const Pattern& pattern, int64_t t0, int64_t T, const torch::Tensor& src);
+/// W for rows < T: O(log T) for plain patterns (no index), the cached index for +cache ones.
+int64_t resolvent_width(const Pattern& pattern, int64_t T);
+/// |P(i)| for rows t0..t0+T−1.
+std::vector<int64_t> resolvent_row_counts(const Pattern& pattern, int64_t t0, int64_t T);
 
 }  // namespace mixlab

@@ -1,0 +1,212 @@
+// Benchmarks of the resolvent op (mixlab/resolvent/resolvent.h) against the dense-solve
+// reference in the same run, decode per token with cache bytes, and a large-copy memory
+// bandwidth baseline. Figures and the command line: docs/benchmarks/resolvent.md.
+//
+// Families (use --benchmark_filter):
+//   BM_OpForward/<pattern>/<T>         resolvent_forward, B=1 H=4 D=64, float32
+//   BM_OpForwardBackward/<pattern>/<T> forward + backward (all gradients)
+//   BM_RefForward/<pattern>/<T>        dense A, B and torch::linalg_solve_triangular (T <= 1024,
+//                                      and pow2 at 4096)
+//   BM_RefForwardBackward/<pattern>/<T>
+//   BM_OpForwardH1 / BM_RefForwardH1   pow2 at T = 16384 with H = 1 (the reference needs 1 GiB
+//                                      per T×T float matrix per head)
+//   BM_Decode/<pattern>/<context>      resolvent_step per token at context 1k / 8k / 64k
+//   BM_MemoryCopy                      memcpy of 256 MiB: the machine's copy bandwidth
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <vector>
+
+#include "mixlab/resolvent/resolvent.h"
+
+namespace {
+
+using mixlab::Pattern;
+using torch::Tensor;
+
+const std::vector<std::string> kPatterns = {"dense",      "band:64",      "pow2",   "square",
+                                            "pow2+cache", "square+cache", "order:1"};
+constexpr int64_t kD = 64;
+
+struct Inputs {
+  Tensor alpha, beta, x;
+  int64_t nnz = 0;  // sum over rows of |P(i)| + 1
+};
+
+Inputs make_inputs(const Pattern& p, int64_t H, int64_t T, bool grad) {
+  torch::manual_seed(1);
+  auto idx = mixlab::pattern_index(p, T);
+  Inputs in;
+  in.alpha = torch::softmax(torch::randn({1, H, T, idx->W + 1}), -1);
+  in.beta = torch::rand({1, H, T, p.recurrent() ? idx->W : 0}) * (0.9 / std::max<int64_t>(idx->W, 1));
+  in.x = torch::randn({1, H, T, kD});
+  if (grad) {
+    in.alpha.requires_grad_(true);
+    in.beta.requires_grad_(true);
+    in.x.requires_grad_(true);
+  }
+  in.nnz = idx->nnz() + T;
+  return in;
+}
+
+// Bytes the op must at least stream per head: each non-zero reads one x row and one y row of D
+// floats (the gathers), plus writing y.
+double op_bytes(const Inputs& in, int64_t H, int64_t T) {
+  return double(H) * (double(in.nnz) * 2 * kD * sizeof(float) + double(T) * kD * sizeof(float));
+}
+
+void set_common(benchmark::State& st, const Inputs& in, int64_t H, int64_t T, double saved_bytes) {
+  st.counters["nnz_per_head"] = double(in.nnz);
+  st.counters["bytes_per_second"] =
+      benchmark::Counter(op_bytes(in, H, T) * double(st.iterations()), benchmark::Counter::kIsRate);
+  st.counters["saved_MiB"] = saved_bytes / (1 << 20);
+}
+
+double op_saved_bytes(const Inputs& in) {
+  // Forward output y plus what backward keeps: alpha, beta, x, y (contiguous).
+  return double(mixlab::tensor_bytes(in.alpha) + mixlab::tensor_bytes(in.beta) + 2 * mixlab::tensor_bytes(in.x));
+}
+
+void BM_OpForward(benchmark::State& st, const std::string& spec, int64_t H) {
+  const int64_t T = st.range(0);
+  auto p = Pattern::parse(spec);
+  auto in = make_inputs(p, H, T, false);
+  torch::NoGradGuard ng;
+  for (auto _ : st) benchmark::DoNotOptimize(mixlab::resolvent_forward(in.alpha, in.beta, in.x, p));
+  set_common(st, in, H, T, op_saved_bytes(in));
+}
+
+void BM_OpForwardBackward(benchmark::State& st, const std::string& spec) {
+  const int64_t T = st.range(0), H = 4;
+  auto p = Pattern::parse(spec);
+  auto in = make_inputs(p, H, T, true);
+  auto g = torch::randn({1, H, T, kD});
+  for (auto _ : st) {
+    auto y = mixlab::resolvent_forward(in.alpha, in.beta, in.x, p);
+    auto grads = torch::autograd::grad({y}, {in.alpha, in.beta, in.x}, {g}, false, false, true);
+    benchmark::DoNotOptimize(grads);
+  }
+  set_common(st, in, H, T, op_saved_bytes(in));
+}
+
+double ref_bytes(int64_t H, int64_t T) {
+  // A, B, I − B, the identity: four (B,H,T,T) float matrices at least.
+  return 4.0 * double(H) * double(T) * double(T) * sizeof(float);
+}
+
+void BM_RefForward(benchmark::State& st, const std::string& spec, int64_t H) {
+  const int64_t T = st.range(0);
+  auto p = Pattern::parse(spec);
+  auto in = make_inputs(p, H, T, false);
+  torch::NoGradGuard ng;
+  for (auto _ : st) benchmark::DoNotOptimize(mixlab::resolvent_reference(in.alpha, in.beta, in.x, p));
+  set_common(st, in, H, T, ref_bytes(H, T));
+}
+
+void BM_RefForwardBackward(benchmark::State& st, const std::string& spec) {
+  const int64_t T = st.range(0), H = 4;
+  auto p = Pattern::parse(spec);
+  auto in = make_inputs(p, H, T, true);
+  auto g = torch::randn({1, H, T, kD});
+  for (auto _ : st) {
+    auto y = mixlab::resolvent_reference(in.alpha, in.beta, in.x, p);
+    auto grads = torch::autograd::grad({y}, {in.alpha, in.beta, in.x}, {g}, false, false, true);
+    benchmark::DoNotOptimize(grads);
+  }
+  set_common(st, in, H, T, ref_bytes(H, T));
+}
+
+void BM_Decode(benchmark::State& st, const std::string& spec) {
+  const int64_t ctx = st.range(0), H = 4;
+  auto p = Pattern::parse(spec);
+  mixlab::ResolventState state(p, 1, H, kD, torch::kFloat, {true, p.recurrent(), {}});
+  // Patterns that keep every position: room for the context and the 64 timed steps, so no
+  // doubling copy lands inside the timed loop (+cache states stay small on their own).
+  if (!p.cache_efficient()) state.reserve(ctx + 64);
+  // Fill the context in chunks (append copies rows; values do not matter for timing).
+  for (int64_t t0 = 0; t0 < ctx; t0 += 4096) {
+    const int64_t c = std::min<int64_t>(4096, ctx - t0);
+    state.append(torch::randn({1, H, c, kD}), p.recurrent() ? torch::randn({1, H, c, kD}) : Tensor());
+  }
+  auto x = torch::randn({1, H, kD});
+  torch::NoGradGuard ng;
+  for (auto _ : st) {
+    const int64_t c = p.row_size(state.position());
+    auto a = torch::full({1, H, c + 1}, 1.0f / float(c + 1));
+    auto b = torch::full({1, H, p.recurrent() ? c : 0}, 0.5f / float(std::max<int64_t>(c, 1)));
+    benchmark::DoNotOptimize(mixlab::resolvent_step(state, a, b, x));
+  }
+  st.counters["cache_bytes"] = double(state.bytes());
+  st.counters["cached_positions"] = double(state.cached_positions());
+}
+
+void BM_MemoryCopy(benchmark::State& st) {
+  const size_t n = size_t{256} << 20;
+  std::vector<char> a(n, 1), b(n, 0);
+  for (auto _ : st) {
+    std::memcpy(b.data(), a.data(), n);
+    benchmark::ClobberMemory();
+  }
+  // Read + write traffic.
+  st.counters["bytes_per_second"] =
+      benchmark::Counter(2.0 * double(n) * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+
+int register_all() {
+  const std::vector<int64_t> Ts = {256, 1024, 4096, 16384, 65536};
+  for (const auto& spec : kPatterns) {
+    for (auto T : Ts) {
+      // The dense pattern's index alone is T·(T−1) int64: stop it at 4096 like the reference.
+      if (spec == "dense" && T > 4096) continue;
+      benchmark::RegisterBenchmark(("BM_OpForward/" + spec).c_str(),
+                                   [spec](benchmark::State& s) { BM_OpForward(s, spec, 4); })
+          ->Arg(T)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("BM_OpForwardBackward/" + spec).c_str(),
+                                   [spec](benchmark::State& s) { BM_OpForwardBackward(s, spec); })
+          ->Arg(T)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+      // The reference is a dense T×T solve whatever the pattern (its cost does not depend on
+      // it): every pattern up to 1024, pow2 alone at 4096 (3+ s a call), none above.
+      if (T <= 1024 || (T == 4096 && spec == "pow2")) {
+        benchmark::RegisterBenchmark(("BM_RefForward/" + spec).c_str(),
+                                     [spec](benchmark::State& s) { BM_RefForward(s, spec, 4); })
+            ->Arg(T)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark(("BM_RefForwardBackward/" + spec).c_str(),
+                                     [spec](benchmark::State& s) { BM_RefForwardBackward(s, spec); })
+            ->Arg(T)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
+    }
+  }
+  benchmark::RegisterBenchmark("BM_OpForwardH1/pow2", [](benchmark::State& s) { BM_OpForward(s, "pow2", 1); })
+      ->Arg(16384)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_RefForwardH1/pow2", [](benchmark::State& s) { BM_RefForward(s, "pow2", 1); })
+      ->Arg(16384)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->Iterations(1);
+  for (const std::string spec : {"pow2+cache", "square+cache", "pow2", "dense"})
+    for (int64_t ctx : {1024, 8192, 65536})
+      benchmark::RegisterBenchmark(("BM_Decode/" + spec).c_str(), [spec](benchmark::State& s) { BM_Decode(s, spec); })
+          ->Arg(ctx)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime()
+          ->Iterations(64);
+  benchmark::RegisterBenchmark("BM_MemoryCopy", BM_MemoryCopy)->Unit(benchmark::kMillisecond)->UseRealTime();
+  return 0;
+}
+
+const int kRegistered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();

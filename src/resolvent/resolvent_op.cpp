@@ -1,0 +1,413 @@
+// The resolvent op: boundary checks, the autograd Function around the CPU kernels, the dense
+// reference and the decode step.
+#include <torch/torch.h>
+
+#include <unordered_map>
+
+#include "mixlab/core/error.h"
+#include "mixlab/core/tensor_checks.h"
+#include "mixlab/resolvent/resolvent.h"
+#include "resolvent_kernel.h"
+
+namespace mixlab {
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+int64_t resolvent_width(const Pattern& pattern, int64_t T) {
+  // Plain patterns: O(log) from the offsets; +cache: the cached index.
+  return pattern.translation_invariant() ? pattern.max_width(T) : pattern_index(pattern, T)->W;
+}
+
+std::vector<int64_t> resolvent_row_counts(const Pattern& pattern, int64_t t0, int64_t T) {
+  std::vector<int64_t> out(static_cast<size_t>(T));
+  if (pattern.translation_invariant()) {
+    const auto offs = pattern.offsets_upto(t0 + T - 1);
+    size_t c = 0;
+    for (int64_t i = 0; i < T; ++i) {
+      while (c < offs.size() && offs[c] <= t0 + i) ++c;
+      out[i] = static_cast<int64_t>(c);
+    }
+  } else {
+    auto index = pattern_index(pattern, t0 + T);
+    std::copy(index->count.begin() + t0, index->count.begin() + t0 + T, out.begin());
+  }
+  return out;
+}
+
+ResolventRows resolvent_rows(const Pattern& pattern, int64_t T, const ResolventState* past) {
+  ResolventRows r;
+  r.t0 = past ? past->position() : 0;
+  r.T = T;
+  if (r.t0 == 0 && pattern.translation_invariant()) {
+    // Translation-invariant: row i reads i − f for the offsets f <= i; no (T,W) index.
+    r.offsets_holder = pattern.offsets_upto(T - 1);
+    r.offsets = r.offsets_holder.data();
+    r.W = static_cast<int64_t>(r.offsets_holder.size());
+    r.count_holder = resolvent_row_counts(pattern, 0, T);
+    r.count = r.count_holder.data();
+    return r;
+  }
+  r.index = pattern_index(pattern, r.t0 + T);
+  r.W = r.index->W;
+  r.count = r.index->count.data() + r.t0;
+  if (r.t0 == 0) {
+    r.src = r.index->past.data();
+    return r;
+  }
+  // Rows read positions < t0 from the state: number them in order of first use.
+  r.src_holder = torch::empty({T, std::max<int64_t>(r.W, 1)}, torch::kLong);
+  int64_t* src = r.src_holder.data_ptr<int64_t>();
+  std::unordered_map<int64_t, int64_t> seen;
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t* row = r.index->row(r.t0 + i);
+    for (int64_t s = 0; s < r.W; ++s) {
+      const int64_t j = s < r.count[i] ? row[s] : -1;
+      int64_t v = -1;
+      if (j >= r.t0) {
+        v = j - r.t0;
+      } else if (j >= 0) {
+        auto it = seen.find(j);
+        if (it == seen.end()) {
+          MIXLAB_ASSERT(past->slot_of(j) >= 0, "state at position {} does not hold position {} read by row {}", r.t0, j,
+                        r.t0 + i);
+          it = seen.emplace(j, static_cast<int64_t>(r.past_positions.size())).first;
+          r.past_positions.push_back(j);
+        }
+        v = -(it->second + 2);
+      }
+      src[i * r.W + s] = v;
+    }
+  }
+  r.src = src;
+  return r;
+}
+
+ResolventRows resolvent_rows_restore(const Pattern& pattern, int64_t t0, int64_t T, const Tensor& src) {
+  if (t0 == 0) return resolvent_rows(pattern, T, nullptr);
+  ResolventRows r;
+  r.t0 = t0;
+  r.T = T;
+  r.index = pattern_index(pattern, t0 + T);
+  r.W = r.index->W;
+  r.count = r.index->count.data() + t0;
+  r.src_holder = src;
+  r.src = r.src_holder.data_ptr<int64_t>();
+  return r;
+}
+
+namespace {
+
+constexpr const char* kFn = "resolvent_forward";
+
+template <typename scalar_t>
+detail::ResolventParams<scalar_t> make_params(const ResolventRows& rows, int64_t D, int64_t WA, int64_t WB,
+                                              int64_t Np) {
+  detail::ResolventParams<scalar_t> p;
+  p.T = rows.T;
+  p.D = D;
+  p.W = rows.W;
+  p.WA = WA;
+  p.WB = WB;
+  p.Np = Np;
+  p.src = rows.src;
+  p.count = rows.count;
+  p.offsets = rows.offsets;
+  return p;
+}
+
+// Rebuilds the read table in backward from what the context saved (pattern_index is cached, so
+// this is a lookup, not a rebuild).
+ResolventRows rows_from_context(AutogradContext* ctx) {
+  return resolvent_rows_restore(Pattern::parse(ctx->saved_data["spec"].toStringRef()), ctx->saved_data["t0"].toInt(),
+                                ctx->saved_data["T"].toInt(),
+                                ctx->saved_data.count("src") ? ctx->saved_data["src"].toTensor() : Tensor());
+}
+
+// The blocked kernel pays when rows read far back (measured: pow2 and square at T >= 16384,
+// docs/benchmarks/resolvent.md); when every offset stays within a block (band:W with W <= 64,
+// order:K, short offset lists) the row kernel already reads cached rows and is faster.
+bool blocked(const ResolventRows& rows) {
+  return rows.offsets != nullptr && rows.W > 0 && rows.offsets[rows.W - 1] > detail::kBlockRows;
+}
+
+// Rows of the past snapshot: px holds them when A reads past inputs, py when B reads past outputs
+// (either may be empty).
+int64_t past_rows(const Tensor& px, const Tensor& py) {
+  if (px.numel() > 0) return px.size(2);
+  if (py.numel() > 0) return py.size(2);
+  return 0;
+}
+
+class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
+ public:
+  // alpha (B,H,T,WA), beta (B,H,T,WB), gate (B,H,T,D) or empty, x (B,H,T,D),
+  // px/py (B,H,Np,D) snapshot of the past rows read (or empty).
+  static variable_list forward(AutogradContext* ctx, const Tensor& alpha_in, const Tensor& beta_in,
+                               const Tensor& gate_in, const Tensor& x_in, const Tensor& px_in, const Tensor& py_in,
+                               const ResolventRows* rows, const std::string& spec) {
+    auto alpha = alpha_in.contiguous(), beta = beta_in.contiguous(), x = x_in.contiguous();
+    auto gate = gate_in.contiguous(), px = px_in.contiguous(), py = py_in.contiguous();
+    auto y = solve(alpha, beta, gate, x, px, py, *rows);
+    ctx->save_for_backward({alpha, beta, gate, x, px, py, y});
+    ctx->saved_data["spec"] = spec;
+    ctx->saved_data["t0"] = rows->t0;
+    ctx->saved_data["T"] = rows->T;
+    if (rows->t0 > 0) ctx->saved_data["src"] = rows->src_holder;
+    return {y};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &alpha = saved[0], &beta = saved[1], &gate = saved[2], &x = saved[3], &px = saved[4], &py = saved[5],
+               &y = saved[6];
+    auto rows = rows_from_context(ctx);
+    Tensor g = grads[0].defined() ? grads[0].to(x.scalar_type()).contiguous() : torch::zeros_like(x);
+    const bool gated = gate.numel() > 0;
+    const int64_t BH = x.size(0) * x.size(1), T = x.size(2), D = x.size(3);
+    const int64_t WA = alpha.size(3), WB = beta.size(3), Np = past_rows(px, py);
+    auto h = g.clone();
+    auto dalpha = torch::zeros_like(alpha), dbeta = torch::zeros_like(beta), dx = torch::zeros_like(x);
+    auto dgate = gated ? torch::zeros_like(gate) : Tensor();
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "resolvent_backward", [&] {
+      auto base = make_params<scalar_t>(rows, D, WA, WB, Np);
+      at::parallel_for(0, BH, 1, [&](int64_t begin, int64_t end) {
+        const int64_t n = (blocked(rows) ? detail::kBlockRows : 1) * std::max<int64_t>(D, 1);
+        std::vector<scalar_t> scratch(4 * n);
+        for (int64_t bh = begin; bh < end; ++bh) {
+          auto p = base;
+          p.alpha = alpha.data_ptr<scalar_t>() + bh * T * WA;
+          p.beta = beta.data_ptr<scalar_t>() + bh * T * WB;
+          p.gate = gated ? gate.data_ptr<scalar_t>() + bh * T * D : nullptr;
+          p.x = x.data_ptr<scalar_t>() + bh * T * D;
+          p.px = px.numel() > 0 ? px.data_ptr<scalar_t>() + bh * Np * D : nullptr;
+          p.py = py.numel() > 0 ? py.data_ptr<scalar_t>() + bh * Np * D : nullptr;
+          auto* yb = y.data_ptr<scalar_t>() + bh * T * D;
+          auto* hb = h.data_ptr<scalar_t>() + bh * T * D;
+          auto* da = dalpha.data_ptr<scalar_t>() + bh * T * WA;
+          auto* db = dbeta.data_ptr<scalar_t>() + bh * T * WB;
+          auto* dxb = dx.data_ptr<scalar_t>() + bh * T * D;
+          auto* dg = gated ? dgate.data_ptr<scalar_t>() + bh * T * D : nullptr;
+          auto* sc = scratch.data();
+          if (blocked(rows))
+            detail::resolvent_backward_slice_blocked(p, yb, hb, da, db, dxb, dg, sc, sc + n, sc + 2 * n, sc + 3 * n);
+          else
+            detail::resolvent_backward_slice(p, yb, hb, da, db, dxb, dg, sc, sc + n, sc + 2 * n, sc + 3 * n);
+        }
+      });
+    });
+    return {dalpha, dbeta, dgate, dx, Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+
+  static Tensor solve(const Tensor& alpha, const Tensor& beta, const Tensor& gate, const Tensor& x, const Tensor& px,
+                      const Tensor& py, const ResolventRows& rows) {
+    const bool gated = gate.numel() > 0;
+    const int64_t BH = x.size(0) * x.size(1), T = x.size(2), D = x.size(3);
+    const int64_t WA = alpha.size(3), WB = beta.size(3), Np = past_rows(px, py);
+    auto y = torch::empty_like(x);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "resolvent_forward", [&] {
+      auto base = make_params<scalar_t>(rows, D, WA, WB, Np);
+      at::parallel_for(0, BH, 1, [&](int64_t begin, int64_t end) {
+        const int64_t n = (blocked(rows) ? detail::kBlockRows : 1) * std::max<int64_t>(D, 1);
+        std::vector<scalar_t> scratch(2 * n);
+        for (int64_t bh = begin; bh < end; ++bh) {
+          auto p = base;
+          p.alpha = alpha.data_ptr<scalar_t>() + bh * T * WA;
+          p.beta = beta.data_ptr<scalar_t>() + bh * T * WB;
+          p.gate = gated ? gate.data_ptr<scalar_t>() + bh * T * D : nullptr;
+          p.x = x.data_ptr<scalar_t>() + bh * T * D;
+          p.px = px.numel() > 0 ? px.data_ptr<scalar_t>() + bh * Np * D : nullptr;
+          p.py = py.numel() > 0 ? py.data_ptr<scalar_t>() + bh * Np * D : nullptr;
+          if (blocked(rows))
+            detail::resolvent_forward_slice_blocked(p, y.data_ptr<scalar_t>() + bh * T * D, scratch.data(),
+                                                    scratch.data() + n);
+          else
+            detail::resolvent_forward_slice(p, y.data_ptr<scalar_t>() + bh * T * D, scratch.data(), scratch.data() + n);
+        }
+      });
+    });
+    return y;
+  }
+};
+
+// Shared boundary checks of forward and reference; returns W.
+int64_t check_inputs(const char* fn, const Tensor& alpha, const Tensor& beta, const Tensor& x, const Pattern& pattern,
+                     const Tensor& gate, int64_t t0, bool allow_diagonal_alpha = true) {
+  check_dim(fn, "x", x, 4, "(B,H,T,D)");
+  check_floating(fn, "x", x);
+  check_cpu(fn, "x", x);
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), D = x.size(3);
+  MIXLAB_CHECK(T >= 1, "{}: x must have T >= 1 rows (B,H,T,D), got shape {}", fn, shape_string(x));
+  const int64_t W = resolvent_width(pattern, t0 + T);
+  check_dim(fn, "alpha", alpha, 4, "(B,H,T,W_A)");
+  check_cpu(fn, "alpha", alpha);
+  check_same_dtype(fn, "alpha", alpha, "x", x);
+  const bool alpha_ok = alpha.size(0) == B && alpha.size(1) == H && alpha.size(2) == T &&
+                        (alpha.size(3) == W + 1 || (allow_diagonal_alpha && alpha.size(3) == 1));
+  MIXLAB_CHECK(alpha_ok,
+               "{}: alpha must have shape (B,H,T,W_A) = [{},{},{},{}] (W_A = W+1 for pattern '{}' at length {}, or 1 "
+               "for a diagonal A), got {}",
+               fn, B, H, T, W + 1, pattern.spec(), t0 + T, shape_string(alpha));
+  check_dim(fn, "beta", beta, 4, "(B,H,T,W_B)");
+  check_cpu(fn, "beta", beta);
+  check_same_dtype(fn, "beta", beta, "x", x);
+  const int64_t WB = pattern.recurrent() ? W : 0;
+  MIXLAB_CHECK(
+      beta.size(0) == B && beta.size(1) == H && beta.size(2) == T && beta.size(3) == WB,
+      "{}: beta must have shape (B,H,T,W_B) = [{},{},{},{}] (W_B = {} for {} pattern '{}' at length {}), got {}", fn, B,
+      H, T, WB, pattern.recurrent() ? "W" : "0", pattern.recurrent() ? "recurrent" : "non-recurrent", pattern.spec(),
+      t0 + T, shape_string(beta));
+  if (gate.defined()) {
+    check_cpu(fn, "gate", gate);
+    check_same_dtype(fn, "gate", gate, "x", x);
+    check_shape(fn, "gate", gate, {B, H, T, D}, "(B,H,T,D)");
+  }
+  return W;
+}
+
+}  // namespace
+
+Tensor resolvent_forward(const Tensor& alpha, const Tensor& beta, const Tensor& x, const Pattern& pattern,
+                         const Tensor& gate, const ResolventState* past) {
+  const int64_t t0 = past ? past->position() : 0;
+  if (past) {
+    check_dim(kFn, "x", x, 4, "(B,H,T,D)");
+    MIXLAB_CHECK(past->pattern().spec() == pattern.spec(), "{}: past state has pattern '{}', expected '{}'", kFn,
+                 past->pattern().spec(), pattern.spec());
+    MIXLAB_CHECK(x.size(0) == past->batch() && x.size(1) == past->heads() && x.size(3) == past->head_dim(),
+                 "{}: x must have shape (B,H,T,D) = [{},{},*,{}] to continue the past state, got {}", kFn,
+                 past->batch(), past->heads(), past->head_dim(), shape_string(x));
+    MIXLAB_CHECK(x.scalar_type() == past->dtype(), "{}: x must have the past state's dtype {}, got {}", kFn,
+                 c10::toString(past->dtype()), c10::toString(x.scalar_type()));
+  }
+  check_inputs(kFn, alpha, beta, x, pattern, gate, t0);
+  if (past) {
+    MIXLAB_CHECK(alpha.size(3) == 1 || past->layout().store_x,
+                 "{}: alpha must have W_A = 1 (diagonal A) with a past state that does not store x, got {}", kFn,
+                 shape_string(alpha));
+    MIXLAB_CHECK(beta.size(3) == 0 || past->layout().store_y,
+                 "{}: the past state does not store y, but beta has W_B = {}", kFn, beta.size(3));
+  }
+  auto rows = resolvent_rows(pattern, x.size(2), past);
+  Tensor px = torch::empty({0}, x.options()), py = torch::empty({0}, x.options());
+  if (!rows.past_positions.empty()) {
+    if (alpha.size(3) > 1) px = past->gather(past->x_slots(), rows.past_positions);
+    if (beta.size(3) > 0) py = past->gather(past->y_slots(), rows.past_positions);
+  }
+  Tensor g = gate.defined() ? gate : torch::empty({0}, x.options());
+  return ResolventFunction::apply(alpha, beta, g, x, px, py, &rows, pattern.spec())[0];
+}
+
+Tensor resolvent_reference(const Tensor& alpha, const Tensor& beta, const Tensor& x, const Pattern& pattern,
+                           const Tensor& gate) {
+  const char* fn = "resolvent_reference";
+  const int64_t W = check_inputs(fn, alpha, beta, x, pattern, gate, 0);
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2);
+  auto index = pattern_index(pattern, T);
+  const int64_t WA = alpha.size(3);
+  // Column of every slot (unused slots point at the diagonal with a zero coefficient).
+  auto colA = torch::empty({T, WA}, torch::kLong), mA = torch::zeros({T, WA}, torch::kDouble);
+  auto colB = torch::empty({T, std::max<int64_t>(W, 1)}, torch::kLong),
+       mB = torch::zeros({T, std::max<int64_t>(W, 1)}, torch::kDouble);
+  auto cA = colA.accessor<int64_t, 2>(), cB = colB.accessor<int64_t, 2>();
+  auto maskA = mA.accessor<double, 2>(), maskB = mB.accessor<double, 2>();
+  for (int64_t i = 0; i < T; ++i) {
+    cA[i][0] = i;
+    maskA[i][0] = 1;
+    for (int64_t s = 0; s < std::max<int64_t>(W, 1); ++s) {
+      const bool used = s < index->count[i];
+      const int64_t j = used ? index->row(i)[s] : i;
+      if (s + 1 < WA) {
+        cA[i][s + 1] = j;
+        if (used) maskA[i][s + 1] = 1;
+      }
+      cB[i][s] = j;
+      if (used) maskB[i][s] = 1;
+    }
+  }
+  auto A = torch::zeros({B, H, T, T}, x.options())
+               .scatter_add(3, colA.expand({B, H, T, WA}), alpha * mA.to(x.scalar_type()));
+  auto Bm = torch::zeros({B, H, T, T}, x.options());
+  if (beta.size(3) > 0)
+    Bm = Bm.scatter_add(3, colB.narrow(1, 0, W).expand({B, H, T, W}), beta * mB.narrow(1, 0, W).to(x.scalar_type()));
+  auto I = torch::eye(T, x.options());
+  if (!gate.defined()) return torch::linalg_solve_triangular(I - Bm, torch::matmul(A, x), /*upper=*/false);
+  // Per channel d: y^d = (I − diag(g^d) B)⁻¹ diag(1 − g^d) A x^d, as (B,H,D,T,T) matrices.
+  auto gt = gate.transpose(2, 3).unsqueeze(-1);  // (B,H,D,T,1)
+  auto Ad = (1 - gt) * A.unsqueeze(2), Bd = gt * Bm.unsqueeze(2);
+  auto xd = x.transpose(2, 3).unsqueeze(-1);  // (B,H,D,T,1)
+  auto yd = torch::linalg_solve_triangular(I - Bd, torch::matmul(Ad, xd), /*upper=*/false);
+  return yd.squeeze(-1).transpose(2, 3);
+}
+
+Tensor resolvent_step(ResolventState& state, const Tensor& alpha_t, const Tensor& beta_t, const Tensor& x_t,
+                      const Tensor& gate_t, const std::vector<Tensor>& extras_t) {
+  const char* fn = "resolvent_step";
+  const int64_t B = state.batch(), H = state.heads(), D = state.head_dim(), t = state.position();
+  const auto& pattern = state.pattern();
+  const auto row = pattern.row(t);
+  const int64_t c = static_cast<int64_t>(row.size());
+  check_shape(fn, "x_t", x_t, {B, H, D}, "(B,H,D)");
+  check_cpu(fn, "x_t", x_t);
+  MIXLAB_CHECK(x_t.scalar_type() == state.dtype(), "{}: x_t must have the state's dtype {}, got {}", fn,
+               c10::toString(state.dtype()), c10::toString(x_t.scalar_type()));
+  check_dim(fn, "alpha_t", alpha_t, 3, "(B,H,W_A)");
+  check_same_dtype(fn, "alpha_t", alpha_t, "x_t", x_t);
+  const bool alpha_ok = alpha_t.size(0) == B && alpha_t.size(1) == H &&
+                        ((alpha_t.size(2) == c + 1 && state.layout().store_x) || alpha_t.size(2) == 1);
+  MIXLAB_CHECK(alpha_ok, "{}: alpha_t must have shape (B,H,W_A) = [{},{},{}] (1 + |P(t)| at t = {}{}), got {}", fn, B,
+               H, state.layout().store_x ? c + 1 : 1, t, state.layout().store_x ? "" : ", state without x",
+               shape_string(alpha_t));
+  const int64_t WB = pattern.recurrent() ? c : 0;
+  check_same_dtype(fn, "beta_t", beta_t, "x_t", x_t);
+  check_shape(fn, "beta_t", beta_t, {B, H, WB}, "(B,H,W_B)");
+  if (gate_t.defined()) {
+    check_same_dtype(fn, "gate_t", gate_t, "x_t", x_t);
+    check_shape(fn, "gate_t", gate_t, {B, H, D}, "(B,H,D)");
+  }
+  MIXLAB_CHECK(WB == 0 || state.layout().store_y, "{}: the state does not store y, but beta_t has W_B = {}", fn, WB);
+  // Read the held slots in place: src = −(slot + 2) into the slot tensors.
+  std::vector<int64_t> src(std::max<int64_t>(c, 1), -1);
+  for (int64_t s = 0; s < c; ++s) {
+    src[s] = -(state.slot_of(row[s]) + 2);
+    MIXLAB_ASSERT(src[s] <= -2, "state at position {} does not hold position {}", t, row[s]);
+  }
+  const int64_t count = c;
+  auto alpha = alpha_t.contiguous(), beta = beta_t.contiguous(), x = x_t.contiguous();
+  auto gate = gate_t.defined() ? gate_t.contiguous() : Tensor();
+  auto y = torch::empty_like(x);
+  const int64_t WA = alpha.size(2), BH = B * H;
+  const auto& xs = state.x_slots();
+  const auto& ys = state.y_slots();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "resolvent_step", [&] {
+    detail::ResolventParams<scalar_t> base;
+    base.T = 1;
+    base.D = D;
+    base.W = std::max<int64_t>(c, 1);
+    base.WA = WA;
+    base.WB = WB;
+    base.src = src.data();
+    base.count = &count;
+    const int64_t cap_x = xs.defined() ? xs.size(2) : 0, cap_y = ys.defined() ? ys.size(2) : 0;
+    at::parallel_for(0, BH, 16, [&](int64_t begin, int64_t end) {
+      std::vector<scalar_t> scratch(2 * std::max<int64_t>(D, 1));
+      for (int64_t bh = begin; bh < end; ++bh) {
+        auto p = base;
+        p.alpha = alpha.data_ptr<scalar_t>() + bh * WA;
+        p.beta = beta.data_ptr<scalar_t>() + bh * WB;
+        p.gate = gate.defined() ? gate.data_ptr<scalar_t>() + bh * D : nullptr;
+        p.x = x.data_ptr<scalar_t>() + bh * D;
+        p.px = cap_x ? xs.data_ptr<scalar_t>() + bh * cap_x * D : nullptr;
+        p.py = cap_y ? ys.data_ptr<scalar_t>() + bh * cap_y * D : nullptr;
+        detail::resolvent_forward_slice(p, y.data_ptr<scalar_t>() + bh * D, scratch.data(), scratch.data() + D);
+      }
+    });
+  });
+  std::vector<Tensor> extras;
+  for (const auto& e : extras_t) extras.push_back(e.unsqueeze(2));
+  state.append(x.unsqueeze(2), y.unsqueeze(2), extras);
+  return y;
+}
+
+}  // namespace mixlab

@@ -1,0 +1,240 @@
+// ResolventState: the decode cache of the resolvent op (what future rows can still read).
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <istream>
+#include <ostream>
+
+#include "mixlab/core/error.h"
+#include "mixlab/core/tensor_checks.h"
+#include "mixlab/resolvent/resolvent.h"
+
+namespace mixlab {
+
+using torch::Tensor;
+
+namespace {
+
+constexpr int64_t kStateFormatVersion = 1;
+
+// Copies rows r of src (B,H,T,E) into slot slots[r] of dst (B,H,Cap,E), in row order (a later
+// row that reuses a slot overwrites the earlier one, which was evicted).
+void copy_rows(Tensor& dst, const Tensor& src_in, const std::vector<int64_t>& slots) {
+  auto src = src_in.to(dst.scalar_type()).contiguous();
+  const int64_t BH = dst.size(0) * dst.size(1), cap = dst.size(2), E = dst.size(3), T = src.size(2);
+  const int64_t bytes = E * static_cast<int64_t>(dst.element_size());
+  auto* d = static_cast<char*>(dst.data_ptr());
+  const auto* s = static_cast<const char*>(src.data_ptr());
+  for (int64_t bh = 0; bh < BH; ++bh)
+    for (int64_t r = 0; r < T; ++r)
+      std::memcpy(d + (bh * cap + slots[r]) * bytes, s + (bh * T + r) * bytes, static_cast<size_t>(bytes));
+}
+
+Tensor grow(const Tensor& t, int64_t cap) {
+  if (!t.defined()) return t;
+  auto n = torch::zeros({t.size(0), t.size(1), cap, t.size(3)}, t.options());
+  n.narrow(2, 0, t.size(2)).copy_(t);
+  return n;
+}
+
+}  // namespace
+
+ResolventState::ResolventState(const Pattern& pattern, int64_t batch, int64_t heads, int64_t head_dim,
+                               torch::ScalarType dtype, ResolventStateLayout layout)
+    : pattern_(pattern), batch_(batch), heads_(heads), head_dim_(head_dim), dtype_(dtype), layout_(std::move(layout)) {
+  const char* fn = "ResolventState";
+  MIXLAB_CHECK(batch >= 1 && heads >= 1 && head_dim >= 1,
+               "{}: batch, heads and head_dim must be >= 1, got B={}, H={}, D={}", fn, batch, heads, head_dim);
+  MIXLAB_CHECK(dtype == torch::kFloat || dtype == torch::kDouble, "{}: dtype must be float32 or float64, got {}", fn,
+               c10::toString(dtype));
+  for (auto e : layout_.extra_dims) MIXLAB_CHECK(e >= 1, "{}: extra_dims must be >= 1, got {}", fn, e);
+  if (pattern.cache_efficient()) {
+    horizon_ = Horizon::kPattern;
+  } else if (pattern.kind() == PatternKind::kBand || pattern.kind() == PatternKind::kOrder) {
+    horizon_ = Horizon::kLast;
+    last_ = pattern.width_param();
+  } else if (pattern.kind() == PatternKind::kOffsets) {
+    horizon_ = Horizon::kLast;
+    last_ = pattern.offsets_upto(kPatternMaxT).back();
+  }
+  capacity_ = horizon_ == Horizon::kLast ? last_ : 16;
+  auto opts = torch::TensorOptions().dtype(dtype);
+  if (layout_.store_x) x_ = torch::zeros({batch, heads, capacity_, head_dim}, opts);
+  if (layout_.store_y) y_ = torch::zeros({batch, heads, capacity_, head_dim}, opts);
+  for (auto e : layout_.extra_dims) extras_.push_back(torch::zeros({batch, heads, capacity_, e}, opts));
+  for (int64_t s = capacity_ - 1; s >= 0; --s) free_slots_.push_back(s);
+}
+
+int64_t ResolventState::bytes() const {
+  int64_t b = tensor_bytes(x_) + tensor_bytes(y_);
+  for (const auto& e : extras_) b += tensor_bytes(e);
+  return b;
+}
+
+std::vector<int64_t> ResolventState::held_positions() const {
+  std::vector<int64_t> out;
+  out.reserve(slot_of_.size());
+  for (const auto& kv : slot_of_) out.push_back(kv.first);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int64_t ResolventState::slot_of(int64_t position) const {
+  auto it = slot_of_.find(position);
+  return it == slot_of_.end() ? -1 : it->second;
+}
+
+Tensor ResolventState::gather(const Tensor& slots, const std::vector<int64_t>& positions) const {
+  std::vector<int64_t> idx;
+  idx.reserve(positions.size());
+  for (auto p : positions) {
+    const int64_t s = slot_of(p);
+    MIXLAB_ASSERT(s >= 0, "ResolventState::gather: position {} is not held at position {}", p, position_);
+    idx.push_back(s);
+  }
+  return slots.index_select(2, torch::tensor(idx, torch::kLong));
+}
+
+void ResolventState::reserve(int64_t slots) {
+  if (slots <= capacity_) return;
+  x_ = grow(x_, slots);
+  y_ = grow(y_, slots);
+  for (auto& e : extras_) e = grow(e, slots);
+  for (int64_t s = slots - 1; s >= capacity_; --s) free_slots_.push_back(s);
+  capacity_ = slots;
+}
+
+int64_t ResolventState::take_slot() {
+  if (free_slots_.empty()) {
+    const int64_t cap = std::max<int64_t>(2 * capacity_, 1);
+    x_ = grow(x_, cap);
+    y_ = grow(y_, cap);
+    for (auto& e : extras_) e = grow(e, cap);
+    for (int64_t s = cap - 1; s >= capacity_; --s) free_slots_.push_back(s);
+    capacity_ = cap;
+  }
+  const int64_t s = free_slots_.back();
+  free_slots_.pop_back();
+  return s;
+}
+
+void ResolventState::evict_after(int64_t next_row) {
+  auto drop = [&](int64_t pos) {
+    auto it = slot_of_.find(pos);
+    if (it == slot_of_.end()) return;
+    free_slots_.push_back(it->second);
+    slot_of_.erase(it);
+  };
+  if (horizon_ == Horizon::kLast) {
+    drop(next_row - last_ - 1);
+  } else if (horizon_ == Horizon::kPattern) {
+    // Cache-efficiency (S_i ⊆ S_{i-1} ∪ {i-1}): every later row reads a subset of
+    // P(next_row) ∪ {next_row, ...}, so anything outside P(next_row) is dead.
+    const auto keep = pattern_.row(next_row);
+    std::vector<int64_t> dead;
+    for (const auto& kv : slot_of_)
+      if (std::find(keep.begin(), keep.end(), kv.first) == keep.end()) dead.push_back(kv.first);
+    for (auto p : dead) drop(p);
+  }
+}
+
+void ResolventState::append(const Tensor& x, const Tensor& y, const std::vector<Tensor>& extras) {
+  const char* fn = "ResolventState::append";
+  const Tensor& ref = layout_.store_x ? x : y;
+  int64_t T = 0;
+  if (ref.defined()) {
+    check_dim(fn, layout_.store_x ? "x" : "y", ref, 4, "(B,H,T,D)");
+    T = ref.size(2);
+  } else {
+    MIXLAB_CHECK(!extras.empty() && extras[0].defined() && extras[0].dim() == 4,
+                 "{}: x, y or an extra channel (B,H,T,E) must be given", fn);
+    T = extras[0].size(2);
+  }
+  if (layout_.store_x) check_shape(fn, "x", x, {batch_, heads_, T, head_dim_}, "(B,H,T,D)");
+  if (layout_.store_y) check_shape(fn, "y", y, {batch_, heads_, T, head_dim_}, "(B,H,T,D)");
+  MIXLAB_CHECK(extras.size() == extras_.size(), "{}: expected {} extra channels, got {}", fn, extras_.size(),
+               extras.size());
+  for (size_t k = 0; k < extras.size(); ++k)
+    check_shape(fn, "extras", extras[k], {batch_, heads_, T, layout_.extra_dims[k]}, "(B,H,T,E)");
+  // Bookkeeping first (it may grow the slot tensors), then copy the rows in order.
+  std::vector<int64_t> slots(static_cast<size_t>(T));
+  for (int64_t r = 0; r < T; ++r) {
+    const int64_t s = take_slot();
+    slot_of_[position_] = s;
+    slots[r] = s;
+    ++position_;
+    evict_after(position_);
+  }
+  if (layout_.store_x) copy_rows(x_, x.detach(), slots);
+  if (layout_.store_y) copy_rows(y_, y.detach(), slots);
+  for (size_t k = 0; k < extras.size(); ++k) copy_rows(extras_[k], extras[k].detach(), slots);
+}
+
+void ResolventState::save(std::ostream& out) const {
+  torch::serialize::OutputArchive ar;
+  const auto held = held_positions();
+  ar.write("version", c10::IValue(kStateFormatVersion));
+  ar.write("spec", c10::IValue(pattern_.spec()));
+  ar.write("sizes", torch::tensor(std::vector<int64_t>{batch_, heads_, head_dim_, position_}, torch::kLong));
+  ar.write("dtype", c10::IValue(static_cast<int64_t>(dtype_)));
+  ar.write("store", torch::tensor(std::vector<int64_t>{layout_.store_x, layout_.store_y}, torch::kLong));
+  ar.write("extra_dims", torch::tensor(layout_.extra_dims, torch::kLong));
+  ar.write("held", torch::tensor(held, torch::kLong));
+  if (layout_.store_x) ar.write("x", gather(x_, held));
+  if (layout_.store_y) ar.write("y", gather(y_, held));
+  for (size_t k = 0; k < extras_.size(); ++k) ar.write("extra" + std::to_string(k), gather(extras_[k], held));
+  ar.save_to(out);
+}
+
+std::unique_ptr<ResolventState> ResolventState::load(std::istream& in) {
+  const char* fn = "ResolventState::load";
+  try {
+    torch::serialize::InputArchive ar;
+    ar.load_from(in);
+    c10::IValue v;
+    ar.read("version", v);
+    MIXLAB_CHECK(v.toInt() == kStateFormatVersion, "{}: unsupported state format version {}, expected {}", fn,
+                 v.toInt(), kStateFormatVersion);
+    ar.read("spec", v);
+    auto pattern = Pattern::parse(v.toStringRef());
+    Tensor sizes, store, extra_dims, held;
+    ar.read("sizes", sizes);
+    ar.read("store", store);
+    ar.read("extra_dims", extra_dims);
+    ar.read("held", held);
+    ar.read("dtype", v);
+    MIXLAB_CHECK(sizes.numel() == 4 && store.numel() == 2, "{}: malformed sizes", fn);
+    ResolventStateLayout layout;
+    layout.store_x = store[0].item<int64_t>() != 0;
+    layout.store_y = store[1].item<int64_t>() != 0;
+    for (int64_t k = 0; k < extra_dims.numel(); ++k) layout.extra_dims.push_back(extra_dims[k].item<int64_t>());
+    auto st =
+        std::make_unique<ResolventState>(pattern, sizes[0].item<int64_t>(), sizes[1].item<int64_t>(),
+                                         sizes[2].item<int64_t>(), static_cast<torch::ScalarType>(v.toInt()), layout);
+    const int64_t n = held.numel();
+    std::vector<int64_t> slots;
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t s = st->take_slot();
+      st->slot_of_[held[r].item<int64_t>()] = s;
+      slots.push_back(s);
+    }
+    st->position_ = sizes[3].item<int64_t>();
+    auto read_rows = [&](const std::string& key, Tensor& dst, int64_t E) {
+      Tensor t;
+      ar.read(key, t);
+      check_shape(fn, key.c_str(), t, {st->batch_, st->heads_, n, E}, "(B,H,N,E)");
+      copy_rows(dst, t, slots);
+    };
+    if (layout.store_x) read_rows("x", st->x_, st->head_dim_);
+    if (layout.store_y) read_rows("y", st->y_, st->head_dim_);
+    for (size_t k = 0; k < st->extras_.size(); ++k)
+      read_rows("extra" + std::to_string(k), st->extras_[k], layout.extra_dims[k]);
+    return st;
+  } catch (const c10::Error& e) {
+    MIXLAB_CHECK(false, "{}: malformed state stream: {}", fn, e.what_without_backtrace());
+  }
+  return nullptr;
+}
+
+}  // namespace mixlab
