@@ -7,6 +7,9 @@
 #include "mixlab/core/error.h"
 #include "mixlab/mixers/attention.h"
 #include "mixlab/mixers/ssm.h"
+#include "mixlab/resolvent/resolvent_mixer.h"
+#include "mixlab/scan/affine_mixer.h"
+#include "mixlab/toeplitz/toeplitz_mixer.h"
 
 namespace mixlab {
 namespace {
@@ -15,6 +18,16 @@ enum class MixerFamily {
   kAttention,
   kLocal,
   kSsm,
+  kResolvent,
+  kLinearAttn,
+  kRetNet,
+  kGla,
+  kMamba,
+  kMlstm,
+  kGatedRfa,
+  kDeltaNet,
+  kGatedDeltaNet,
+  kToeplitz,
   kCount  // keep last
 };
 
@@ -54,6 +67,59 @@ const FamilyRow kFamilies[] = {
      {"ssm", "ssm[:N]", "diagonal SSM, Mamba parameterisation (seed 000 eq. 21-22), state expansion N (default 16)"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return std::make_shared<SsmMixer>(dims, args.empty() ? 16 : positive_arg(spec, args, "state size N"));
+     }},
+    {MixerFamily::kResolvent,
+     {"resolvent", "resolvent:<pattern spec>",
+      "Y = (I-B)^-1 A X over a sparsity pattern (seed 000), e.g. resolvent:pow2+cache; gated, RoPE"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       MIXLAB_CHECK(!args.empty(), "mixer spec '{}': resolvent needs a pattern, e.g. 'resolvent:pow2+cache'", spec);
+       return std::make_shared<ResolventMixer>(args, dims);
+     }},
+    {MixerFamily::kLinearAttn,
+     {"linear_attn", "linear_attn[:chunk]", "linear attention, elu+1 features, normalised (seed 004 Table 1); chunked training; O(1) per token"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return affine_mixer_create("linear_attn", spec, args, dims);
+     }},
+    {MixerFamily::kRetNet,
+     {"retnet", "retnet[:chunk]", "retention: fixed per-head decay, RMS norm, swish gate (seed 004 Table 1); O(1) per token"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return affine_mixer_create("retnet", spec, args, dims);
+     }},
+    {MixerFamily::kGla,
+     {"gla", "gla[:chunk]", "gated linear attention: data-dependent per-key decay (seed 004 Table 1); O(1) per token"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return affine_mixer_create("gla", spec, args, dims);
+     }},
+    {MixerFamily::kMamba,
+     {"mamba", "mamba[:chunk]", "Mamba/S6 selective SSM as a matrix state, per-head step (seed 004 Table 1); O(1) per token"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return affine_mixer_create("mamba", spec, args, dims);
+     }},
+    {MixerFamily::kMlstm,
+     {"mlstm", "mlstm[:chunk]", "mLSTM: scalar forget/input gates with normaliser (seed 004 Table 1); O(1) per token"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return affine_mixer_create("mlstm", spec, args, dims);
+     }},
+    {MixerFamily::kGatedRfa,
+     {"gated_rfa", "gated_rfa[:chunk]", "gated random-feature attention (seed 004 Table 1); O(1) per token"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return affine_mixer_create("gated_rfa", spec, args, dims);
+     }},
+    {MixerFamily::kDeltaNet,
+     {"deltanet", "deltanet[:chunk]", "DeltaNet delta rule, chunked WY/UT form (seed 004 Table 1); O(1) per token"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return affine_mixer_create("deltanet", spec, args, dims);
+     }},
+    {MixerFamily::kGatedDeltaNet,
+     {"gated_deltanet", "gated_deltanet[:chunk]", "gated DeltaNet, chunked WY/UT form (seed 004 Table 1); O(1) per token"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return affine_mixer_create("gated_deltanet", spec, args, dims);
+     }},
+    {MixerFamily::kToeplitz,
+     {"toeplitz", "toeplitz[:heads=H][:kernel=K]",
+      "causal Toeplitz mixing, FFT or materialised by length (seed 003 eq. 1-4); O(n) per token, O(n) cache"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return std::make_shared<ToeplitzMixer>(args, dims);
      }},
 };
 static_assert(std::size(kFamilies) == static_cast<size_t>(MixerFamily::kCount),
