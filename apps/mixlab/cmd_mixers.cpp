@@ -1,4 +1,7 @@
 // `mixlab mixers`: lists every registered mixer family with its spec syntax.
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <iostream>
 
 #include "commands.h"

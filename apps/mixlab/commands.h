@@ -6,10 +6,15 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 namespace mixlab::cli {
 
 void cmd_analyze_register(CLI::App& app);
 void cmd_mixers_register(CLI::App& app);
+void cmd_toeplitz_index_register(CLI::App& app);
+void cmd_train_register(CLI::App& app);
+void cmd_eval_register(CLI::App& app);
+void cmd_compare_register(CLI::App& app);
 
 }  // namespace mixlab::cli

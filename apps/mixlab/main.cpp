@@ -18,6 +18,10 @@ int main(int argc, char** argv) {
 
   mixlab::cli::cmd_analyze_register(app);
   mixlab::cli::cmd_mixers_register(app);
+  mixlab::cli::cmd_toeplitz_index_register(app);
+  mixlab::cli::cmd_train_register(app);
+  mixlab::cli::cmd_eval_register(app);
+  mixlab::cli::cmd_compare_register(app);
 
   try {
     app.parse(argc, argv);

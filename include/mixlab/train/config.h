@@ -70,7 +70,7 @@ void config_validate(const TrainConfig& c, const std::string& origin);
 /// The keys whose values must match for `--resume` (everything but logging/eval cadence).
 /// Returns "" when `a` and `b` agree, else a message naming the first differing key and values.
 std::string config_resume_mismatch(const TrainConfig& checkpoint, const TrainConfig& current);
-/// Schedule: linear warmup from 0 to lr over `warmup` steps, then cosine to 0 at `steps`.
+/// Schedule: linear warmup lr*(step+1)/warmup for step < warmup, then cosine from lr to 0 at `steps`.
 double config_lr_at(const TrainConfig& c, int64_t step);
 
 }  // namespace mixlab

@@ -1,0 +1,81 @@
+// `mixlab compare`: seed 000 Table 1 on this machine (mixlab/train/compare.h).
+//
+//   mixlab compare                                   # default preset, all tasks, all mixers
+//   mixlab compare --tasks copy --mixers attention,local:8 --set steps=100
+//   mixlab compare --preset paper                    # seed 000 App. C.3 hyperparameters
+#include <iostream>
+
+#include "commands.h"
+#include "mixlab/core/error.h"
+#include "mixlab/train/compare.h"
+
+namespace mixlab::cli {
+namespace {
+
+struct CompareArgs {
+  std::string tasks = "copy,recall,multihop";
+  std::string mixers = "all";
+  std::string preset = "default";
+  std::string out = "runs/compare";
+  std::vector<std::string> sets;
+  int64_t steps = 0;
+  bool quiet = false;
+};
+
+std::vector<std::string> split_list(const std::string& s, const char* what) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    MIXLAB_CHECK(!item.empty(), "compare: {} has an empty entry in '{}'", what, s);
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+void run_compare(const CompareArgs& a) {
+  CompareOptions o;
+  o.tasks = split_list(a.tasks, "--tasks");
+  o.mixers = a.mixers == "all" ? compare_default_mixers() : split_list(a.mixers, "--mixers");
+  o.preset = a.preset;
+  o.out_dir = a.out;
+  o.progress = !a.quiet;
+  for (const auto& kv : a.sets) {
+    const auto eq = kv.find('=');
+    MIXLAB_CHECK(eq != std::string::npos && eq > 0, "compare: --set expects KEY=VALUE, got '{}'", kv);
+    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    try {
+      o.overrides[key] = nlohmann::json::parse(value);
+    } catch (const nlohmann::json::parse_error&) {
+      o.overrides[key] = value;
+    }
+  }
+  if (a.steps > 0) o.overrides["steps"] = a.steps;
+  const CompareReport rep = compare_run(o);
+  std::cout << compare_table_text(rep);
+  compare_write(rep, o.out_dir);
+  std::cout << fmt::format("wrote {0}/compare.csv, {0}/compare.json, {0}/compare.png\n", o.out_dir);
+}
+
+}  // namespace
+
+void cmd_compare_register(CLI::App& app) {
+  auto args = std::make_shared<CompareArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "compare", "Train every mixer on every task with identical settings and print seed 000's Table 1");
+  sub->add_option("--tasks", args->tasks, "Comma-separated tasks (default copy,recall,multihop)");
+  sub->add_option("--mixers", args->mixers, "Comma-separated mixer specs, or 'all' (Table 1's nine)");
+  sub->add_option("--preset", args->preset, "default (CPU, <= 10 min) or paper (seed 000 App. C.3)")
+      ->check(CLI::IsMember({"default", "paper"}));
+  sub->add_option("--out", args->out, "Output directory for CSV, JSON, PNG (default runs/compare)");
+  sub->add_option("--steps", args->steps, "Training steps per run (overrides the preset)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--set", args->sets, "Override a config key for every run: --set d_model=128 (repeatable)");
+  sub->add_flag("--quiet", args->quiet, "No progress lines");
+  sub->callback([args] { run_compare(*args); });
+}
+
+}  // namespace mixlab::cli

@@ -1,0 +1,89 @@
+// mixlab/train/compare.h — seed 000 Table 1 on this machine: every mixer trained on every task
+// with identical settings, next to the measured structure of its pattern.
+//
+// One row per mixer:
+//   mixer | structure | time/token and cache (analysis at the longest task sequence T) |
+//   shortest path (max over pairs) | congestion (copy routing on T nodes, lower..upper bound) |
+//   accuracy per task (held-out token accuracy on answer positions, %) |
+//   training tokens/s (mean over the tasks) | decode µs/token (model.step over T tokens, B = 1)
+// Mixers that are not pattern mixers (pattern_spec() == "") show their cost_class and "—".
+//
+// Presets (identical for every mixer and task; `set` overrides any config key for all runs):
+//   default  d_model 64, 2 layers, 4 heads, mlp 4, vocab 32, copy L = 16 (T = 33),
+//            recall/multihop S = 64 with 8 pairs, 300 steps of batch 32, lr 3e-3, warmup 30,
+//            no curriculum (too few steps for four phases); sized for the nine default mixers
+//            x three tasks on 2 cores (measured run time in docs/RESULTS.md)
+//   paper    seed 000 App. C.3: d_model 256, ff 1024, 2 layers, head dim 64, vocab 8192, 20k
+//            steps, 2k warmup, lr 3e-3, batch 1024, beta2 0.98, wd 0.1, copy L = 128,
+//            recall/multihop S = 256 with 64 pairs (a GPU-scale budget: days on a CPU)
+//
+// Outputs in out_dir: compare.csv, compare.json, compare.png (grouped bars: accuracy per task),
+// and runs/<mixer>_<task>.jsonl (metrics of every run).
+//
+// Not supported: running mixers in parallel processes (runs are sequential so timings are
+// comparable), per-mixer hyperparameter tuning (the point is identical settings).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mixlab/train/config.h"
+
+namespace mixlab {
+
+/// The nine mixers of seed 000 Table 1, in its row order (`--mixers all`).
+std::vector<std::string> compare_default_mixers();
+/// Preset names: "default", "paper".
+const std::vector<std::string>& compare_presets();
+/// The config of one run: `preset` for `task` and `mixer`, then `overrides` (key -> JSON value).
+TrainConfig compare_config(const std::string& preset, const std::string& task, const std::string& mixer,
+                           const nlohmann::json& overrides);
+
+struct CompareOptions {
+  std::vector<std::string> tasks = {"copy", "recall", "multihop"};
+  std::vector<std::string> mixers;  // empty = compare_default_mixers()
+  std::string preset = "default";
+  nlohmann::json overrides = nlohmann::json::object();  // config keys applied to every run
+  std::string out_dir = "runs/compare";
+  bool progress = true;  // one line per run + the trainer's progress lines (stderr)
+};
+
+struct CompareRow {
+  std::string mixer;
+  bool ran = false;
+  std::string note;              // why it was skipped or failed
+  std::string structure;         // pattern structure name, or the mixer's spec
+  std::string pattern;           // pattern spec, "" for non-pattern mixers
+  std::string cost_class;        // asymptotic decode cost class of the mixer
+  int64_t analysis_T = 0;
+  int64_t cost_max = -1;         // max |P(i)| at T (-1: not a pattern mixer)
+  int64_t cache_max = -1;        // max cache at T
+  std::string shortest;          // "3", "∞", "—"
+  std::string congestion;        // "4" or "3..5", "—"
+  std::map<std::string, double> token_acc;   // per task, in [0, 1]
+  std::map<std::string, double> answer_acc;  // per task, in [0, 1]
+  double train_tokens_per_s = 0;
+  double decode_us_per_token = 0;
+  int64_t parameters = 0;
+  double seconds = 0;            // training wall time over all tasks
+};
+
+struct CompareReport {
+  std::string preset;
+  std::vector<std::string> tasks;
+  std::vector<CompareRow> rows;
+  nlohmann::json config_example;  // the resolved config of the first run (settings shared by all)
+  double seconds = 0;
+};
+
+/// Trains and measures every (mixer, task); writes metrics under out_dir/runs.
+CompareReport compare_run(const CompareOptions& options);
+/// The table printed by `mixlab compare`.
+std::string compare_table_text(const CompareReport& report);
+/// Writes compare.csv, compare.json and compare.png into `dir` (created if needed).
+void compare_write(const CompareReport& report, const std::string& dir);
+
+}  // namespace mixlab

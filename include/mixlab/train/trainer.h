@@ -1,0 +1,108 @@
+// mixlab/train/trainer.h — training loop, evaluation and checkpoints for one config.
+//
+// Optimiser: AdamW (beta1/beta2 from the config, 0.9/0.98 by default), weight decay on weight
+// matrices and embeddings (tensors with dim >= 2) only, linear warmup then cosine decay
+// (config_lr_at), gradient-norm clipping at grad_clip. Loss: mean cross-entropy over the answer
+// positions of a batch (mask == 1); accuracy = token accuracy over the same positions.
+//
+// Determinism: the model is initialised after torch::manual_seed(seed); the batch of step s is a
+// pure function of (task, seed, s) (tasks.h). With one intra-op thread, N steps in one run and
+// N/2 steps + --resume + N/2 steps give bit-identical parameters (tested).
+//
+// Checkpoint (torch::serialize archive, written to "<path>.tmp" then renamed over <path>):
+//   format     "mixlab-checkpoint-1"
+//   config     the resolved config as JSON text (config_to_json)
+//   step       steps completed
+//   model      the DecoderModel's parameters and buffers
+//   optimizer  AdamW state (moments, step counts, param-group options)
+//   rng        the global CPU generator state (tasks draw from their own seed streams)
+// Loading checks every entry; a missing, truncated, corrupt or mismatched file throws
+// mixlab::Error naming the file and the problem.
+//
+// Progress (stderr): one line every log_every steps: step, loss, accuracy, tokens/s, ETA.
+// Metrics (JSONL, optional): {"step","loss","acc","lr","tokens_per_s","length"} per log line and
+// {"step","eval_loss","eval_acc","eval_answer_acc"} per evaluation.
+//
+// Not supported: multiple devices, mixed precision, gradient accumulation.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "mixlab/train/config.h"
+#include "mixlab/train/model.h"
+#include "mixlab/train/tasks.h"
+
+namespace mixlab {
+
+struct EvalResult {
+  double loss = 0;         // mean cross-entropy per answer token
+  double token_acc = 0;    // fraction of answer tokens predicted right (argmax)
+  double answer_acc = 0;   // fraction of whole answers (copy: sequence, recall: query) all right
+  int64_t answer_tokens = 0;
+  int64_t answers = 0;
+};
+
+/// Loss and metrics of logits (B,T,V) against a batch. `loss` keeps the autograd graph.
+struct BatchScore {
+  torch::Tensor loss;  // scalar
+  int64_t correct_tokens = 0, answer_tokens = 0, correct_answers = 0, answers = 0;
+  int64_t batch_tokens = 0;  // B*T, all positions the model processed
+};
+BatchScore batch_score(const torch::Tensor& logits, const Batch& batch);
+
+struct TrainOptions {
+  std::string checkpoint_path;  // "" = never write a checkpoint
+  std::string resume_path;      // "" = start fresh
+  std::string metrics_path;     // "" = no JSONL metrics (appended to on resume)
+  int64_t until = 0;            // stop after this many completed steps (0 = config.steps)
+  bool progress = true;         // progress lines on stderr
+  std::string label;            // prefix of the progress lines (e.g. "attention/copy")
+};
+
+struct TrainResult {
+  int64_t step = 0;             // steps completed
+  double last_loss = 0;         // mean training loss over the last log window
+  double last_acc = 0;          // mean training token accuracy over the last log window
+  EvalResult eval;              // held-out evaluation at the end of the run
+  double tokens_per_s = 0;      // training tokens (B*T per step) per second, this run
+  double seconds = 0;           // wall time of the training steps of this run
+};
+
+class Trainer {
+ public:
+  /// Builds the model (seeded) and optimiser. `factory` defaults to the registry for config.mixer.
+  explicit Trainer(TrainConfig config, MixerFactory factory = nullptr);
+
+  TrainResult run(const TrainOptions& options);
+  /// One optimisation step on the batch of the current step; returns its score.
+  BatchScore train_step();
+  /// Held-out evaluation over config.eval_batches batches of config.eval_batch rows.
+  EvalResult evaluate();
+
+  void checkpoint_save(const std::string& path) const;
+  /// Loads model, optimiser, step and RNG; the checkpoint's config must match (resume rules).
+  void checkpoint_load(const std::string& path);
+
+  const TrainConfig& config() const { return config_; }
+  DecoderModel& model() { return *model_; }
+  std::shared_ptr<DecoderModel> model_ptr() { return model_; }
+  int64_t step() const { return step_; }
+
+ private:
+  TrainConfig config_;
+  std::shared_ptr<DecoderModel> model_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  int64_t step_ = 0;
+};
+
+/// The config stored in a checkpoint (for `mixlab eval`). Throws like checkpoint_load.
+TrainConfig checkpoint_read_config(const std::string& path);
+
+/// Model dims for a config (max_len = the longest sequence its task produces).
+ModelDims model_dims_for(const TrainConfig& config);
+
+}  // namespace mixlab

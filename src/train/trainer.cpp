@@ -1,0 +1,333 @@
+// Training loop, held-out evaluation and atomic checkpoints (see trainer.h).
+#include "mixlab/train/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "mixlab/core/error.h"
+
+namespace mixlab {
+namespace {
+
+constexpr const char* kCheckpointFormat = "mixlab-checkpoint-1";
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string format_duration(double s) {
+  if (!(s >= 0) || s > 1e7) return "?";
+  const int64_t t = static_cast<int64_t>(s + 0.5);
+  if (t >= 3600) return fmt::format("{}h{:02d}m", t / 3600, (t % 3600) / 60);
+  if (t >= 60) return fmt::format("{}m{:02d}s", t / 60, t % 60);
+  return fmt::format("{}s", t);
+}
+
+std::string format_rate(double r) {
+  if (r >= 1e6) return fmt::format("{:.2f}M", r / 1e6);
+  if (r >= 1e3) return fmt::format("{:.1f}k", r / 1e3);
+  return fmt::format("{:.0f}", r);
+}
+
+// First line of a c10::Error message (the rest is a C++ backtrace, useless to a user).
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::string checkpoint_prefix(const std::string& path) { return fmt::format("checkpoint '{}'", path); }
+
+void archive_load(torch::serialize::InputArchive& ar, const std::string& path) {
+  {
+    std::ifstream probe(path, std::ios::binary);
+    MIXLAB_CHECK(probe.good(), "{}: cannot open the file", checkpoint_prefix(path));
+  }
+  try {
+    ar.load_from(path);
+  } catch (const c10::Error& e) {
+    throw Error(fmt::format("{}: not a readable checkpoint (truncated or corrupt file): {}", checkpoint_prefix(path),
+                            first_line(e.what_without_backtrace())));
+  }
+  c10::IValue format;
+  bool ok = false;
+  try {
+    ok = ar.try_read("format", format);
+  } catch (const c10::Error& e) {
+    throw Error(fmt::format("{}: corrupt entry 'format': {}", checkpoint_prefix(path),
+                            first_line(e.what_without_backtrace())));
+  }
+  MIXLAB_CHECK(ok && format.isString() && format.toStringRef() == kCheckpointFormat,
+               "{}: not a mixlab checkpoint (missing or wrong 'format' entry; expected '{}')",
+               checkpoint_prefix(path), kCheckpointFormat);
+}
+
+c10::IValue archive_read(torch::serialize::InputArchive& ar, const std::string& path, const char* key) {
+  c10::IValue v;
+  bool ok = false;
+  try {
+    ok = ar.try_read(key, v);
+  } catch (const c10::Error& e) {
+    throw Error(fmt::format("{}: corrupt entry '{}': {}", checkpoint_prefix(path), key,
+                            first_line(e.what_without_backtrace())));
+  }
+  MIXLAB_CHECK(ok, "{}: missing entry '{}'", checkpoint_prefix(path), key);
+  return v;
+}
+
+TrainConfig archive_config(torch::serialize::InputArchive& ar, const std::string& path) {
+  const c10::IValue v = archive_read(ar, path, "config");
+  MIXLAB_CHECK(v.isString(), "{}: entry 'config' is not text", checkpoint_prefix(path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(v.toStringRef());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(fmt::format("{}: entry 'config' is not valid JSON: {}", checkpoint_prefix(path), e.what()));
+  }
+  return config_from_json(j, fmt::format("stored in {}", checkpoint_prefix(path)));
+}
+
+}  // namespace
+
+ModelDims model_dims_for(const TrainConfig& c) {
+  ModelDims d;
+  d.vocab = c.task.vocab;
+  d.d_model = c.d_model;
+  d.layers = c.layers;
+  d.heads = c.heads;
+  d.mlp_ratio = c.mlp_ratio;
+  d.max_len = task_sequence_length(c.task, c.task.length);
+  return d;
+}
+
+BatchScore batch_score(const torch::Tensor& logits, const Batch& batch) {
+  const int64_t B = batch.tokens.size(0), T = batch.tokens.size(1);
+  MIXLAB_CHECK(logits.dim() == 3 && logits.size(0) == B && logits.size(1) == T,
+               "batch_score: logits must have shape (B,T,V) = ({},{},V), got {}", B, T,
+               fmt::format("[{}]", fmt::join(logits.sizes(), ",")));
+  BatchScore s;
+  s.batch_tokens = B * T;
+  const auto V = logits.size(2);
+  // Cross-entropy in float32 at least (float64 logits stay float64).
+  auto nll = torch::nn::functional::cross_entropy(
+      logits.reshape({B * T, V}), batch.targets.reshape({B * T}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  auto mask = batch.mask.reshape({B * T}).to(nll.scalar_type());
+  const double n_mask = mask.sum().item<double>();
+  MIXLAB_CHECK(n_mask > 0, "batch_score: the batch has no answer positions");
+  s.loss = (nll * mask).sum() / n_mask;
+
+  torch::NoGradGuard no_grad;
+  auto pred = logits.argmax(2);                               // (B,T)
+  auto answer_pos = batch.mask > 0;                           // (B,T) bool
+  auto wrong = (pred != batch.targets) & answer_pos;          // (B,T)
+  s.answer_tokens = static_cast<int64_t>(n_mask);
+  s.correct_tokens = s.answer_tokens - wrong.sum().item<int64_t>();
+  // Whole answers: per row, count wrong tokens per answer id.
+  const int64_t A = std::max<int64_t>(1, batch.answer.max().item<int64_t>() + 1);
+  auto idx = batch.answer.clamp_min(0);
+  auto errs = torch::zeros({B, A}, torch::kInt64).scatter_add_(1, idx, wrong.to(torch::kInt64));
+  auto present = torch::zeros({B, A}, torch::kInt64).scatter_add_(1, idx, answer_pos.to(torch::kInt64)) > 0;
+  s.answers = present.sum().item<int64_t>();
+  s.correct_answers = (present & (errs == 0)).sum().item<int64_t>();
+  return s;
+}
+
+Trainer::Trainer(TrainConfig config, MixerFactory factory) : config_(std::move(config)) {
+  config_validate(config_, "(in code)");
+  if (!factory) factory = mixer_factory_from_spec(config_.mixer);
+  torch::manual_seed(config_.seed);
+  model_ = std::make_shared<DecoderModel>(model_dims_for(config_), factory);
+
+  // Weight decay only on matrices (dim >= 2): biases, norms and gates are not decayed.
+  std::vector<torch::Tensor> decay, no_decay;
+  for (auto& p : model_->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto opts = torch::optim::AdamWOptions(config_.lr)
+                  .betas(std::make_tuple(config_.beta1, config_.beta2))
+                  .eps(1e-8)
+                  .weight_decay(config_.weight_decay);
+  auto opts_nd = opts;
+  opts_nd.weight_decay(0.0);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
+  if (!no_decay.empty()) groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(opts_nd));
+  optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), opts);
+}
+
+BatchScore Trainer::train_step() {
+  model_->train();
+  const Batch batch = task_train_batch(config_.task, config_.batch, step_, config_.steps, config_.seed);
+  const double lr = config_lr_at(config_, step_);
+  for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+  optimizer_->zero_grad();
+  BatchScore s = batch_score(model_->forward(batch.tokens), batch);
+  s.loss.backward();
+  torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.grad_clip);
+  optimizer_->step();
+  ++step_;
+  return s;
+}
+
+EvalResult Trainer::evaluate() {
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  EvalResult r;
+  double loss_sum = 0;
+  int64_t correct = 0, correct_answers = 0;
+  for (int64_t i = 0; i < config_.eval_batches; ++i) {
+    const Batch batch = task_eval_batch(config_.task, config_.eval_batch, i, config_.seed);
+    const BatchScore s = batch_score(model_->forward(batch.tokens), batch);
+    loss_sum += s.loss.item<double>() * static_cast<double>(s.answer_tokens);
+    r.answer_tokens += s.answer_tokens;
+    correct += s.correct_tokens;
+    r.answers += s.answers;
+    correct_answers += s.correct_answers;
+  }
+  r.loss = loss_sum / static_cast<double>(r.answer_tokens);
+  r.token_acc = static_cast<double>(correct) / static_cast<double>(r.answer_tokens);
+  r.answer_acc = r.answers > 0 ? static_cast<double>(correct_answers) / static_cast<double>(r.answers) : 0.0;
+  model_->train();
+  return r;
+}
+
+void Trainer::checkpoint_save(const std::string& path) const {
+  const std::string tmp = path + ".tmp";
+  try {
+    torch::serialize::OutputArchive ar;
+    ar.write("format", c10::IValue(std::string(kCheckpointFormat)));
+    ar.write("config", c10::IValue(config_to_json(config_).dump()));
+    ar.write("step", c10::IValue(step_));
+    torch::serialize::OutputArchive model_ar, optim_ar;
+    model_->save(model_ar);
+    optimizer_->save(optim_ar);
+    ar.write("model", model_ar);
+    ar.write("optimizer", optim_ar);
+    ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+    ar.save_to(tmp);
+  } catch (const c10::Error& e) {
+    std::remove(tmp.c_str());
+    throw Error(fmt::format("{}: cannot write '{}': {}", checkpoint_prefix(path), tmp,
+                            first_line(e.what_without_backtrace())));
+  }
+  // rename() is atomic on POSIX: a reader sees the old file or the new one, never half a file.
+  MIXLAB_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "{}: cannot rename '{}' to it", checkpoint_prefix(path),
+               tmp);
+}
+
+void Trainer::checkpoint_load(const std::string& path) {
+  torch::serialize::InputArchive ar;
+  archive_load(ar, path);
+  const TrainConfig stored = archive_config(ar, path);
+  const std::string mismatch = config_resume_mismatch(stored, config_);
+  MIXLAB_CHECK(mismatch.empty(), "{}: was written with a different config: {}", checkpoint_prefix(path), mismatch);
+  const c10::IValue step = archive_read(ar, path, "step");
+  MIXLAB_CHECK(step.isInt() && step.toInt() >= 0 && step.toInt() <= config_.steps,
+               "{}: entry 'step' must be an integer in [0, {}]", checkpoint_prefix(path), config_.steps);
+  try {
+    torch::serialize::InputArchive model_ar, optim_ar;
+    MIXLAB_CHECK(ar.try_read("model", model_ar), "{}: missing entry 'model'", checkpoint_prefix(path));
+    MIXLAB_CHECK(ar.try_read("optimizer", optim_ar), "{}: missing entry 'optimizer'", checkpoint_prefix(path));
+    model_->load(model_ar);
+    optimizer_->load(optim_ar);
+    torch::Tensor rng;
+    MIXLAB_CHECK(ar.try_read("rng", rng), "{}: missing entry 'rng'", checkpoint_prefix(path));
+    at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle sharing the global one
+    gen.set_state(rng);
+  } catch (const c10::Error& e) {
+    throw Error(fmt::format("{}: cannot restore the model/optimizer state: {}", checkpoint_prefix(path),
+                            first_line(e.what_without_backtrace())));
+  }
+  step_ = step.toInt();
+}
+
+TrainConfig checkpoint_read_config(const std::string& path) {
+  torch::serialize::InputArchive ar;
+  archive_load(ar, path);
+  return archive_config(ar, path);
+}
+
+TrainResult Trainer::run(const TrainOptions& o) {
+  if (!o.resume_path.empty()) checkpoint_load(o.resume_path);
+  const int64_t until = o.until > 0 ? std::min(o.until, config_.steps) : config_.steps;
+  MIXLAB_CHECK(until >= step_, "train: --until {} is before the checkpoint's step {}", until, step_);
+
+  std::ofstream metrics;
+  if (!o.metrics_path.empty()) {
+    metrics.open(o.metrics_path, o.resume_path.empty() ? std::ios::trunc : std::ios::app);
+    MIXLAB_CHECK(metrics.good(), "train: cannot open the metrics file '{}'", o.metrics_path);
+  }
+  const std::string label = o.label.empty() ? "" : o.label + " ";
+
+  TrainResult result;
+  const int64_t first = step_;
+  const auto t0 = Clock::now();
+  int64_t tokens = 0, window_tokens = 0;
+  double win_loss = 0;
+  int64_t win_steps = 0, win_correct = 0, win_answer_tokens = 0;
+  auto win_t0 = Clock::now();
+  while (step_ < until) {
+    const BatchScore s = train_step();
+    const int64_t step_tokens = s.batch_tokens;
+    tokens += step_tokens;
+    window_tokens += step_tokens;
+    win_loss += s.loss.item<double>();
+    ++win_steps;
+    win_correct += s.correct_tokens;
+    win_answer_tokens += s.answer_tokens;
+    const bool last = step_ == until;
+    if (step_ % config_.log_every == 0 || last) {
+      const double win_s = seconds_since(win_t0);
+      const double rate = win_s > 0 ? static_cast<double>(window_tokens) / win_s : 0.0;
+      const double elapsed = seconds_since(t0);
+      const double eta = elapsed / static_cast<double>(step_ - first) * static_cast<double>(until - step_);
+      result.last_loss = win_loss / static_cast<double>(win_steps);
+      result.last_acc = static_cast<double>(win_correct) / static_cast<double>(std::max<int64_t>(1, win_answer_tokens));
+      if (o.progress) {
+        std::cerr << fmt::format("{}step {}/{} loss {:.4f} acc {:.1f}% tok/s {} ETA {}\n", label, step_,
+                                 config_.steps, result.last_loss, 100.0 * result.last_acc, format_rate(rate),
+                                 format_duration(eta));
+      }
+      if (metrics.is_open()) {
+        nlohmann::json j = {{"step", step_},
+                            {"loss", result.last_loss},
+                            {"acc", result.last_acc},
+                            {"lr", config_lr_at(config_, step_ - 1)},
+                            {"tokens_per_s", rate}};
+        metrics << j.dump() << "\n" << std::flush;
+      }
+      win_loss = 0;
+      win_steps = 0;
+      win_correct = win_answer_tokens = window_tokens = 0;
+      win_t0 = Clock::now();
+    }
+    const bool eval_now = config_.eval_every > 0 && step_ % config_.eval_every == 0 && !last;
+    if (eval_now) {
+      const EvalResult e = evaluate();
+      if (metrics.is_open()) {
+        nlohmann::json j = {{"step", step_}, {"eval_loss", e.loss}, {"eval_acc", e.token_acc},
+                            {"eval_answer_acc", e.answer_acc}};
+        metrics << j.dump() << "\n" << std::flush;
+      }
+    }
+    if (!o.checkpoint_path.empty() && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 && !last) {
+      checkpoint_save(o.checkpoint_path);
+    }
+  }
+  result.seconds = seconds_since(t0);
+  result.tokens_per_s = result.seconds > 0 ? static_cast<double>(tokens) / result.seconds : 0.0;
+  result.step = step_;
+  if (!o.checkpoint_path.empty()) checkpoint_save(o.checkpoint_path);
+  result.eval = evaluate();
+  if (metrics.is_open()) {
+    nlohmann::json j = {{"step", step_},
+                        {"eval_loss", result.eval.loss},
+                        {"eval_acc", result.eval.token_acc},
+                        {"eval_answer_acc", result.eval.answer_acc}};
+    metrics << j.dump() << "\n" << std::flush;
+  }
+  return result;
+}
+
+}  // namespace mixlab

@@ -1,0 +1,147 @@
+// `mixlab train`, `mixlab eval`, `mixlab compare` end to end: every error path names the
+// problem; tiny successful runs write what they promise.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+RunResult run_mixlab(const std::string& args) {
+  const std::string binary = MIXLAB_BINARY_DIR "/mixlab";
+  EXPECT_TRUE(fs::exists(binary)) << binary << " is missing: build the mixlab_cli target first";
+  RunResult r;
+  FILE* pipe = ::popen((binary + " --threads 1 " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), got);
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+void expect_failure(const std::string& args, const std::string& fragment) {
+  const auto r = run_mixlab(args);
+  EXPECT_NE(r.code, 0) << args << "\n" << r.output;
+  EXPECT_NE(r.output.find(fragment), std::string::npos) << args << "\n" << r.output;
+}
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p = fs::path(::testing::TempDir()) / ("mixlab_train_cli_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// A model small enough that a few steps take well under a second.
+const char* kTiny =
+    "--set vocab=12 --set length=4 --set d_model=16 --set heads=2 --set mlp_ratio=2 --set batch=4 "
+    "--set eval_batches=1 --set warmup=1 --quiet";
+
+}  // namespace
+
+TEST(TrainCli, TrainErrors) {
+  const std::string dir = temp_dir("errors");
+  expect_failure("train", "give --config FILE or --task T");
+  expect_failure("train --config " + dir + "/missing.json", "cannot open the file");
+  write_file(dir + "/bad.json", "{\"steps\": 3,,}");
+  expect_failure("train --config " + dir + "/bad.json", "malformed JSON");
+  write_file(dir + "/unknown.json", "{\"stpes\": 3}");
+  expect_failure("train --config " + dir + "/unknown.json", "unknown key 'stpes'");
+  write_file(dir + "/value.json", "{\"d_model\": -4}");
+  expect_failure("train --config " + dir + "/value.json", "key 'd_model' must be >= 1, got -4");
+  expect_failure("train --task sort", "key 'task' must be one of copy, recall, multihop");
+  expect_failure("train --task copy --mixer nosuchmixer --steps 1 --out " + dir + "/o", "unknown family 'nosuchmixer'");
+  expect_failure("train --task copy --set steps", "--set expects KEY=VALUE");
+  expect_failure("train --task copy --set lr=\\\"fast\\\"", "key 'lr' must be a number");
+  expect_failure("train --task copy --steps 0", "--steps");
+  expect_failure("train --task copy --until 0", "--until");
+  expect_failure("train --task copy --resume " + dir + "/missing.pt --out " + dir + "/o", "cannot open the file");
+}
+
+TEST(TrainCli, TrainResumeEval) {
+  const std::string dir = temp_dir("run");
+  const std::string common = std::string("train --task copy --mixer attention --steps 4 ") + kTiny;
+  auto r = run_mixlab(common + " --until 2 --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("step 2/4"), std::string::npos) << r.output;
+  ASSERT_TRUE(fs::exists(dir + "/checkpoint.pt"));
+  EXPECT_TRUE(fs::exists(dir + "/metrics.jsonl"));
+  EXPECT_TRUE(fs::exists(dir + "/config.json"));
+
+  // Resuming with another config is refused, naming the file and the key.
+  expect_failure(common + " --set d_model=32 --resume " + dir + "/checkpoint.pt --out " + dir + "/other",
+                 "key 'd_model' is 16 in the checkpoint but 32");
+  r = run_mixlab(common + " --resume " + dir + "/checkpoint.pt --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("step 4/4"), std::string::npos) << r.output;
+  const auto result = nlohmann::json::parse(std::ifstream(dir + "/result.json"));
+  EXPECT_EQ(result["step"], 4);
+
+  r = run_mixlab("eval --checkpoint " + dir + "/checkpoint.pt --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["step"], 4);
+  EXPECT_EQ(j["mixer"], "attention");
+  EXPECT_DOUBLE_EQ(j["token_acc"].get<double>(), result["eval_token_acc"].get<double>());
+  r = run_mixlab("eval --checkpoint " + dir + "/checkpoint.pt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("attention on copy (step 4/4)"), std::string::npos) << r.output;
+}
+
+TEST(TrainCli, EvalErrors) {
+  const std::string dir = temp_dir("eval");
+  expect_failure("eval", "--checkpoint is required");
+  expect_failure("eval --checkpoint " + dir + "/missing.pt", "cannot open the file");
+  write_file(dir + "/garbage.pt", std::string(4096, 'x'));
+  expect_failure("eval --checkpoint " + dir + "/garbage.pt", "truncated or corrupt");
+  expect_failure("eval --checkpoint " + dir + "/garbage.pt", dir + "/garbage.pt");
+  expect_failure("eval --checkpoint " + dir + "/garbage.pt --batches 0", "--batches");
+}
+
+TEST(TrainCli, CompareErrors) {
+  expect_failure("compare --tasks copy,sorting --steps 1", "unknown task 'sorting'");
+  expect_failure("compare --tasks copy,,recall", "--tasks has an empty entry");
+  expect_failure("compare --preset huge", "--preset");
+  expect_failure("compare --tasks copy --set d_model=0", "key 'd_model' must be >= 1");
+  expect_failure("compare --tasks copy --set nonsense=1", "unknown key 'nonsense'");
+  expect_failure("compare --steps -1", "--steps");
+  expect_failure("compare --tasks copy --steps 10 --set warmup=20", "key 'warmup' must be in [0, steps=10]");
+}
+
+TEST(TrainCli, CompareWritesTableCsvJsonPng) {
+  const std::string dir = temp_dir("compare");
+  auto r = run_mixlab(std::string("compare --tasks copy,recall --mixers attention,nosuchmixer:3 --steps 2 ") + kTiny +
+                      " --set length=8 --set pairs=1 --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("| structure | cost | time/tok | cache | path | congestion | copy % | recall %"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nosuchmixer:3 | skipped: mixer family 'nosuchmixer' is not registered"), std::string::npos)
+      << r.output;
+  for (const char* f : {"compare.csv", "compare.json", "compare.png"}) EXPECT_TRUE(fs::exists(dir + "/" + f)) << f;
+  const auto j = nlohmann::json::parse(std::ifstream(dir + "/compare.json"));
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["mixer"], "attention");
+  EXPECT_TRUE(j["rows"][0]["ran"].get<bool>());
+  EXPECT_EQ(j["rows"][0]["pattern"], "causal");
+  EXPECT_TRUE(j["rows"][0]["token_acc"].contains("recall"));
+  EXPECT_FALSE(j["rows"][1]["ran"].get<bool>());
+  std::ifstream csv(dir + "/compare.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_NE(header.find("copy_token_acc"), std::string::npos) << header;
+}

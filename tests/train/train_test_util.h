@@ -1,0 +1,69 @@
+// Helpers shared by the train tests: a tiny causal test mixer and error-message assertions.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+
+#include "mixlab/core/error.h"
+#include "mixlab/mixers/mixer.h"
+#include "mixlab/train/model.h"
+
+namespace mixlab {
+
+/// y_t = W * mean(x_0..x_t): causal, obviously right, with an O(1) decode state (running sum).
+class CumulativeMeanMixer : public Mixer {
+ public:
+  explicit CumulativeMeanMixer(const MixerDims& d) {
+    w_ = register_parameter("w", torch::randn({d.d_model, d.d_model}) / std::sqrt(static_cast<double>(d.d_model)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    auto counts = torch::arange(1, x.size(1) + 1, x.options()).view({1, -1, 1});
+    return torch::matmul(x.cumsum(1) / counts, w_.t());
+  }
+  struct State : MixerState {
+    torch::Tensor sum;  // (B,C)
+    int64_t pos = 0;
+    int64_t position() const override { return pos; }
+    int64_t bytes() const override { return tensor_bytes(sum); }
+  };
+  std::unique_ptr<MixerState> init_state(int64_t batch) override {
+    auto s = std::make_unique<State>();
+    s->sum = torch::zeros({batch, w_.size(0)});
+    return s;
+  }
+  torch::Tensor step(MixerState& state, const torch::Tensor& x_t) override {
+    auto& s = static_cast<State&>(state);
+    s.sum = s.sum + x_t;
+    ++s.pos;
+    return torch::matmul(s.sum / static_cast<double>(s.pos), w_.t());
+  }
+  std::string spec() const override { return "test-cummean"; }
+  std::string cost_class() const override { return "O(1)"; }
+
+ private:
+  torch::Tensor w_;
+};
+
+inline MixerFactory test_mixer_factory() {
+  return [](const MixerDims& d) { return std::make_shared<CumulativeMeanMixer>(d); };
+}
+
+/// Runs `f`, expects mixlab::Error whose message contains every fragment.
+inline void expect_error_contains(const std::function<void()>& f, std::initializer_list<std::string> fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "expected mixlab::Error";
+  } catch (const Error& e) {
+    for (const auto& frag : fragments) {
+      EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << "message: " << e.what() << "\nmissing: " << frag;
+    }
+  }
+}
+inline void expect_error_contains(const std::function<void()>& f, const std::string& fragment) {
+  expect_error_contains(f, {fragment});
+}
+
+}  // namespace mixlab

@@ -1,0 +1,208 @@
+// Trainer: really learns (attention on copy), checkpoint round trip, bit-exact resume, and
+// errors for missing / truncated / corrupt / mismatched checkpoints.
+#include <gtest/gtest.h>
+
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "mixlab/train/trainer.h"
+#include "train_test_util.h"
+
+namespace mixlab {
+namespace {
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + "mixlab_train_" + name; }
+
+TrainConfig tiny_config() {
+  TrainConfig c;
+  c.task.name = "copy";
+  c.task.vocab = 12;
+  c.task.length = 6;
+  c.d_model = 16;
+  c.layers = 1;
+  c.heads = 2;
+  c.mlp_ratio = 2;
+  c.steps = 8;
+  c.warmup = 2;
+  c.batch = 4;
+  c.eval_batches = 1;
+  c.eval_batch = 4;
+  c.seed = 3;
+  return c;
+}
+
+TrainOptions quiet() {
+  TrainOptions o;
+  o.progress = false;
+  return o;
+}
+
+std::vector<torch::Tensor> params_of(Trainer& t) {
+  std::vector<torch::Tensor> v;
+  for (auto& p : t.model().parameters()) v.push_back(p.detach().clone());
+  return v;
+}
+
+void expect_bit_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+}
+
+// The acceptance test of the trainer: attention learns to copy 8 tokens.
+TEST(TrainTrainer, AttentionLearnsCopy) {
+  at::set_num_threads(1);
+  TrainConfig c;
+  c.task.name = "copy";
+  c.task.vocab = 16;
+  c.task.length = 8;
+  c.task.curriculum = false;
+  c.mixer = "attention";
+  c.d_model = 32;
+  c.layers = 2;
+  c.heads = 2;
+  c.steps = 500;
+  c.warmup = 20;
+  c.batch = 64;
+  c.lr = 3e-3;
+  c.eval_batches = 4;
+  c.eval_batch = 64;
+  c.seed = 0;
+  Trainer t(c);
+  const TrainResult r = t.run(quiet());
+  EXPECT_EQ(r.step, c.steps);
+  EXPECT_GE(r.eval.token_acc, 0.9) << "loss " << r.eval.loss;
+  EXPECT_GT(r.tokens_per_s, 0);
+}
+
+TEST(TrainTrainer, ScoreCountsAnswers) {
+  TaskSpec s;
+  s.vocab = 8;
+  s.length = 3;
+  const Batch b = task_generate(s, 2, 3, 0, 1);
+  // Logits that put all mass on the target everywhere except one answer token of row 1.
+  auto logits = torch::full({2, 7, 8}, -10.0);
+  logits.scatter_(2, b.targets.unsqueeze(2), 10.0);
+  logits[1][5][b.targets[1][5].item<int64_t>()] = -20.0;
+  const BatchScore sc = batch_score(logits, b);
+  EXPECT_EQ(sc.answer_tokens, 6);
+  EXPECT_EQ(sc.correct_tokens, 5);
+  EXPECT_EQ(sc.answers, 2);
+  EXPECT_EQ(sc.correct_answers, 1);
+  EXPECT_EQ(sc.batch_tokens, 14);
+}
+
+TEST(TrainTrainer, ResumeIsBitExact) {
+  at::set_num_threads(1);
+  const TrainConfig c = tiny_config();
+  Trainer straight(c, test_mixer_factory());
+  straight.run(quiet());
+
+  const std::string ckpt = temp_path("resume.ckpt");
+  Trainer first(c, test_mixer_factory());
+  TrainOptions o = quiet();
+  o.checkpoint_path = ckpt;
+  o.until = c.steps / 2;
+  EXPECT_EQ(first.run(o).step, c.steps / 2);
+
+  Trainer second(c, test_mixer_factory());
+  TrainOptions r = quiet();
+  r.resume_path = ckpt;
+  EXPECT_EQ(second.run(r).step, c.steps);
+  expect_bit_equal(params_of(straight), params_of(second));
+  // A later run of the first trainer object continues in memory the same way.
+  first.run(quiet());
+  expect_bit_equal(params_of(straight), params_of(first));
+  std::remove(ckpt.c_str());
+}
+
+TEST(TrainTrainer, CheckpointRoundTrip) {
+  const TrainConfig c = tiny_config();
+  Trainer a(c, test_mixer_factory());
+  TrainOptions o = quiet();
+  o.until = 3;
+  a.run(o);
+  const std::string ckpt = temp_path("roundtrip.ckpt");
+  a.checkpoint_save(ckpt);
+  EXPECT_FALSE(std::ifstream(ckpt + ".tmp").good());  // the temporary was renamed away
+  const TrainConfig stored = checkpoint_read_config(ckpt);
+  EXPECT_EQ(config_to_json(stored), config_to_json(c));
+  Trainer b(c, test_mixer_factory());
+  b.checkpoint_load(ckpt);
+  EXPECT_EQ(b.step(), 3);
+  expect_bit_equal(params_of(a), params_of(b));
+  const EvalResult ea = a.evaluate(), eb = b.evaluate();
+  EXPECT_EQ(ea.loss, eb.loss);
+  EXPECT_EQ(ea.token_acc, eb.token_acc);
+  std::remove(ckpt.c_str());
+}
+
+TEST(TrainTrainer, CheckpointErrors) {
+  const TrainConfig c = tiny_config();
+  const std::string good = temp_path("good.ckpt");
+  {
+    Trainer a(c, test_mixer_factory());
+    a.checkpoint_save(good);
+  }
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 100u);
+  Trainer t(c, test_mixer_factory());
+
+  const std::string missing = temp_path("missing.ckpt");
+  expect_error_contains([&] { t.checkpoint_load(missing); }, {missing, "cannot open the file"});
+
+  const std::string truncated = temp_path("truncated.ckpt");
+  std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  expect_error_contains([&] { t.checkpoint_load(truncated); }, {truncated, "truncated or corrupt"});
+
+  const std::string corrupt = temp_path("corrupt.ckpt");
+  std::ofstream(corrupt, std::ios::binary) << std::string(bytes.size(), 'x');
+  expect_error_contains([&] { t.checkpoint_load(corrupt); }, {corrupt, "truncated or corrupt"});
+
+  TrainConfig other = c;
+  other.d_model = 32;
+  Trainer different(other, test_mixer_factory());
+  expect_error_contains([&] { different.checkpoint_load(good); },
+                        {good, "different config", "key 'd_model' is 16 in the checkpoint but 32"});
+
+  // A valid torch archive that is not a mixlab checkpoint.
+  const std::string foreign = temp_path("foreign.ckpt");
+  {
+    torch::serialize::OutputArchive ar;
+    ar.write("x", torch::ones({2}));
+    ar.save_to(foreign);
+  }
+  expect_error_contains([&] { t.checkpoint_load(foreign); }, {foreign, "not a mixlab checkpoint"});
+  expect_error_contains([&] { checkpoint_read_config(foreign); }, {foreign, "not a mixlab checkpoint"});
+  for (const auto& p : {good, truncated, corrupt, foreign}) std::remove(p.c_str());
+}
+
+TEST(TrainTrainer, MetricsAreJsonLines) {
+  TrainConfig c = tiny_config();
+  c.log_every = 2;
+  c.eval_every = 4;
+  Trainer t(c, test_mixer_factory());
+  TrainOptions o = quiet();
+  o.metrics_path = temp_path("metrics.jsonl");
+  t.run(o);
+  std::ifstream in(o.metrics_path);
+  std::string line;
+  int train_lines = 0, eval_lines = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) ++train_lines;
+    if (j.contains("eval_acc")) ++eval_lines;
+  }
+  EXPECT_EQ(train_lines, 4);  // steps 2, 4, 6, 8
+  EXPECT_EQ(eval_lines, 2);   // step 4 and the final evaluation
+  std::remove(o.metrics_path.c_str());
+}
+
+}  // namespace
+}  // namespace mixlab
