@@ -1,6 +1,6 @@
 // Toeplitz mixing benchmarks: FFT vs materialised paths (forward, forward+backward), Toeplitz vs
 // dense causal softmax attention (forward), ToeplitzMixer decode time per token vs context.
-// Report ratios of medians taken in the same run (docs/benchmarks/toeplitz.md).
+// Report ratios of medians taken in the same run (docs/BENCHMARKS.md (Toeplitz section)).
 //
 //   MIXLAB_THREADS=1 build-toeplitz/bench/bench_toeplitz --benchmark_repetitions=3 \
 //       --benchmark_report_aggregates_only=true

@@ -126,7 +126,7 @@ ResolventRows rows_from_context(AutogradContext* ctx) {
 }
 
 // The blocked kernel pays when rows read far back (measured: pow2 and square at T >= 16384,
-// docs/benchmarks/resolvent.md); when every offset stays within a block (band:W with W <= 64,
+// docs/BENCHMARKS.md (resolvent section)); when every offset stays within a block (band:W with W <= 64,
 // order:K, short offset lists) the row kernel already reads cached rows and is faster.
 bool blocked(const ResolventRows& rows) {
   return rows.offsets != nullptr && rows.W > 0 && rows.offsets[rows.W - 1] > detail::kBlockRows;

@@ -26,7 +26,7 @@
 // forward substitution (seed 000 B.4: blocks of 64 rows; for each offset, the block's reads of
 // earlier rows are one contiguous range) and build no (T,W) index; +cache patterns, chunks
 // that continue a state, and decode take the row-by-row kernel over the PatternIndex.
-// Figures: docs/benchmarks/resolvent.md.
+// Figures: docs/BENCHMARKS.md (resolvent section).
 //
 // Chunked prefill: pass a ResolventState as `past`: the chunk's rows are the absolute positions
 // t0 .. t0+T−1 (t0 = past->position()), rows read positions < t0 from the state. The state is

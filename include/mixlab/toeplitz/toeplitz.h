@@ -37,7 +37,7 @@ enum class ToeplitzPath { kAuto, kFft, kMaterialized };
 
 /// Sequence length from which kAuto takes the FFT path. Measured on this machine (2-core x86 CPU at
 /// 2.6 GHz, LibTorch 1.13.1, float32, one thread, (B,H,D) = (1,2,32)) by bench/toeplitz_bench.cpp
-/// (BM_Fft* vs BM_Materialized*, docs/benchmarks/toeplitz.md): the paths tie at T = 256 forward
+/// (BM_Fft* vs BM_Materialized*, docs/BENCHMARKS.md (Toeplitz section)): the paths tie at T = 256 forward
 /// (0.13 ms each) and the FFT path is 1.2x faster forward+backward there; at T = 128 the
 /// materialised matmul is 1.7x (forward) / 1.4x (forward+backward) faster.
 constexpr int64_t kToeplitzFftCrossoverT = 256;
