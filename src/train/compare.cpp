@@ -44,14 +44,16 @@ json preset_json(const std::string& preset, const std::string& task) {
   if (preset == "default") {
     // No curriculum: with a few hundred steps, the first three phases (lengths / 8, 4, 2) leave
     // too few steps at the full length (measured in docs/RESULTS.md).
-    return {{"task", task},  {"vocab", 32},       {"length", copy ? 16 : 64}, {"pairs", copy ? 0 : 8},
+    const bool text = task == "textcopy";
+    return {{"task", task},  {"vocab", text ? 256 : 32}, {"length", copy || text ? 16 : 64}, {"pairs", copy || text ? 0 : 8},
             {"d_model", 64}, {"layers", 2},       {"heads", 4},               {"mlp_ratio", 4},
             {"steps", 300},  {"batch", 32},       {"lr", 3e-3},               {"warmup", 30},
             {"seed", 0},     {"eval_batches", 4}, {"eval_batch", 64},         {"log_every", 50},
             {"curriculum", false}};
   }
   if (preset == "paper") {
-    return {{"task", task},   {"vocab", 8192},  {"length", copy ? 128 : 256}, {"pairs", copy ? 0 : 64},
+    const bool text = task == "textcopy";
+    return {{"task", task},   {"vocab", text ? 256 : 8192},  {"length", copy || text ? 128 : 256}, {"pairs", copy || text ? 0 : 64},
             {"d_model", 256}, {"layers", 2},    {"heads", 4},                 {"mlp_ratio", 4},
             {"steps", 20000}, {"batch", 1024},  {"lr", 3e-3},                 {"warmup", 2000},
             {"seed", 0},      {"eval_batches", 8}, {"eval_batch", 256},       {"log_every", 100}};

@@ -61,8 +61,8 @@ const std::set<std::string>& cadence_keys() {
 
 }  // namespace
 
-int64_t config_default_length(const std::string& task) { return task == "copy" ? 16 : 64; }
-int64_t config_default_pairs(const std::string& task) { return task == "copy" ? 0 : 8; }
+int64_t config_default_length(const std::string& task) { return task == "copy" || task == "textcopy" ? 16 : 64; }
+int64_t config_default_pairs(const std::string& task) { return task == "copy" || task == "textcopy" ? 0 : 8; }
 
 void config_validate(const TrainConfig& c, const std::string& origin) {
   try {
@@ -101,6 +101,7 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   const auto& names = task_names();
   MIXLAB_CHECK(std::find(names.begin(), names.end(), c.task.name) != names.end(),
                "config {}: key 'task' must be one of {}, got '{}'", origin, fmt::join(names, ", "), c.task.name);
+  if (c.task.name == "textcopy") c.task.vocab = std::max<int64_t>(c.task.vocab, 256);  // byte tokens
   c.task.vocab = read_int(j, "vocab", c.task.vocab, 8, origin);
   c.task.length = read_int(j, "length", 0, 0, origin);
   if (c.task.length == 0) c.task.length = config_default_length(c.task.name);

@@ -2,9 +2,12 @@
 #include "mixlab/train/tasks.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <numeric>
 
 #include "mixlab/core/error.h"
+#include "mixlab/data/textcopy.h"
 
 namespace mixlab {
 namespace {
@@ -41,7 +44,10 @@ struct TaskRng {
 };
 
 bool is_recall_like(const std::string& name) { return name == "recall" || name == "multihop"; }
-int64_t min_length(const TaskSpec& spec) { return spec.name == "copy" ? kMinCopyLength : kMinRecallLength; }
+int64_t min_length(const TaskSpec& spec) {
+  if (spec.name == "textcopy") return 2;
+  return spec.name == "copy" ? kMinCopyLength : kMinRecallLength;
+}
 int64_t key_count(const TaskSpec& spec) { return (spec.vocab - kFirstContentToken) / 2; }
 int64_t ceil_half(int64_t x) { return (x + 1) / 2; }
 // Most pairs a recall sequence of length S can hold with at least one query.
@@ -152,8 +158,27 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
 }  // namespace
 
 const std::vector<std::string>& task_names() {
-  static const std::vector<std::string> names = {"copy", "recall", "multihop"};
+  static const std::vector<std::string> names = {"copy", "recall", "multihop", "textcopy"};
   return names;
+}
+
+const Corpus& task_text_corpus() {
+  // Loaded once per process; the search order is documented in tasks.h.
+  static const Corpus corpus = [] {
+    std::vector<std::string> tried;
+    if (const char* env = std::getenv("MIXLAB_DATA_DIR"); env && *env) return Corpus::load_brown(env);
+    for (const char* dir : {"data/brown", "data/sample"}) {
+      std::error_code ec;
+      if (std::filesystem::is_directory(dir, ec)) return Corpus::load_brown(dir);
+      tried.push_back(dir);
+    }
+    MIXLAB_CHECK(false,
+                 "task textcopy: no corpus found (set MIXLAB_DATA_DIR, or run from the repository root where "
+                 "data/brown (scripts/setup.sh) or data/sample exists); tried {}",
+                 fmt::join(tried, ", "));
+    return Corpus::from_documents({});
+  }();
+  return corpus;
 }
 
 uint64_t task_seed_mix(uint64_t seed, uint64_t stream, uint64_t index) {
@@ -171,6 +196,8 @@ void task_validate(const TaskSpec& spec) {
                "task: unknown task '{}' (known: {})", spec.name, fmt::join(names, ", "));
   MIXLAB_CHECK(spec.vocab >= 8, "task {}: vocab must be >= 8 (4 special tokens + content), got {}", spec.name,
                spec.vocab);
+  MIXLAB_CHECK(spec.name != "textcopy" || spec.vocab >= Corpus::kVocabSize,
+               "task textcopy: vocab must be >= {} (byte tokens), got {}", Corpus::kVocabSize, spec.vocab);
   MIXLAB_CHECK(spec.length >= min_length(spec), "task {}: length must be >= {}, got {}", spec.name,
                min_length(spec), spec.length);
   if (is_recall_like(spec.name)) {
@@ -187,8 +214,25 @@ void task_validate(const TaskSpec& spec) {
 }
 
 int64_t task_sequence_length(const TaskSpec& spec, int64_t length) {
+  if (spec.name == "textcopy") return 2 * length - 1;
   return spec.name == "copy" ? 2 * length + 1 : length;
 }
+
+namespace {
+
+// textcopy rows come from mixlab/data/textcopy.h; one answer per row (the second copy).
+Batch text_copy_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, uint64_t seed, Split split) {
+  auto tb = textcopy_batch(task_text_corpus(), batch_size, length, seed, split);
+  Batch out;
+  out.tokens = tb.inputs;
+  out.targets = tb.targets;
+  out.mask = tb.mask;
+  out.answer = torch::where(tb.mask > 0, torch::zeros_like(tb.inputs), torch::full_like(tb.inputs, -1));
+  out.length = length;
+  return out;
+}
+
+}  // namespace
 
 Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, int64_t pairs, uint64_t seed) {
   task_validate(spec);
@@ -196,6 +240,7 @@ Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, in
   MIXLAB_CHECK(length >= min_length(spec) && length <= spec.length,
                "task_generate: length must be in [{}, {}] for task {}, got {}", min_length(spec), spec.length,
                spec.name, length);
+  if (spec.name == "textcopy") return text_copy_generate(spec, batch_size, length, seed, Split::kTrain);
   const bool recall = is_recall_like(spec.name);
   if (recall) {
     MIXLAB_CHECK(pairs >= 1 && pairs <= max_pairs_for(length) && pairs <= key_count(spec),
@@ -249,6 +294,11 @@ Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, i
 }
 
 Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, uint64_t seed) {
+  if (spec.name == "textcopy") {  // held-out documents, not only held-out draws
+    task_validate(spec);
+    return text_copy_generate(spec, batch_size, spec.length, task_seed_mix(seed, 3, static_cast<uint64_t>(index)),
+                              Split::kValidation);
+  }
   return task_generate(spec, batch_size, spec.length, is_recall_like(spec.name) ? spec.pairs : 0,
                        task_seed_mix(seed, 3, static_cast<uint64_t>(index)));
 }

@@ -199,3 +199,30 @@ TEST(TrainTasks, Errors) {
 
 }  // namespace
 }  // namespace mixlab
+
+// textcopy through the task table: the documented format, from the sample corpus shipped in the
+// repository (MIXLAB_DATA_DIR points at it so the test does not depend on the npm download).
+TEST(TaskTextCopy, BatchFormatAndHeldOutEvaluation) {
+  setenv("MIXLAB_DATA_DIR", MIXLAB_SOURCE_DIR "/data/sample", 1);
+  mixlab::TaskSpec spec;
+  spec.name = "textcopy";
+  spec.vocab = 256;
+  spec.length = 12;
+  spec.curriculum = false;
+  auto b = mixlab::task_train_batch(spec, 3, 5, 10, 42);
+  const int64_t L = b.length, T = 2 * L - 1;  // training draws L in [6, 12] (tasks.h)
+  ASSERT_GE(L, 6);
+  ASSERT_LE(L, 12);
+  ASSERT_EQ(b.tokens.sizes(), (std::vector<int64_t>{3, T}));
+  EXPECT_EQ(mixlab::task_sequence_length(spec, L), T);
+  EXPECT_TRUE(torch::equal(b.tokens.narrow(1, 0, L - 1), b.tokens.narrow(1, L, L - 1)));  // repeated span
+  EXPECT_TRUE(torch::equal(b.targets.narrow(1, 0, T - 1), b.tokens.narrow(1, 1, T - 1)));
+  EXPECT_EQ(b.mask.sum().item<float>(), 3.f * L);
+  EXPECT_EQ(b.mask.narrow(1, L - 1, L).sum().item<float>(), 3.f * L);
+  EXPECT_TRUE(torch::equal(b.answer.eq(0), b.mask.gt(0)));
+  EXPECT_TRUE(torch::equal(b.tokens, mixlab::task_train_batch(spec, 3, 5, 10, 42).tokens)) << "deterministic";
+  auto e = mixlab::task_eval_batch(spec, 2, 0, 42);
+  EXPECT_EQ(e.tokens.size(1), 2 * 12 - 1);  // evaluation always uses the full length
+  spec.vocab = 64;
+  EXPECT_THROW(mixlab::task_validate(spec), mixlab::Error);
+}

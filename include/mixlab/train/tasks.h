@@ -43,6 +43,13 @@
 //   (whole-answer accuracy = every hop and the final value right). Queries that do not fit are
 //   skipped; pair 0 never has a link, so at least one query always fits.
 //
+// textcopy (length L, seed 003 §6.5): a span of L byte tokens of a Brown corpus document,
+//   repeated once without a delimiter (mixlab/data/textcopy.h): T = 2L - 1, the mask covers the
+//   L predictions of the second copy, one answer per row. Needs vocab >= 256. Training draws
+//   from the train documents, evaluation from the held-out validation documents. The corpus is
+//   read once per process from $MIXLAB_DATA_DIR, else ./data/brown (installed by
+//   scripts/setup.sh), else ./data/sample (five documents shipped in the repository).
+//
 // Curriculum (App. C.1): training is split in 4 equal phases; phase p uses the length and the
 // pair count divided by 8, 4, 2, 1 (at least the task's minimum). Within a phase each batch
 // draws its length uniformly in [ceil(L_p / 2), L_p] and its pair count uniformly in
@@ -68,9 +75,9 @@ constexpr int64_t kTokenNoise = 3;
 constexpr int64_t kFirstContentToken = 4;
 
 struct TaskSpec {
-  std::string name = "copy";  // copy | recall | multihop
+  std::string name = "copy";  // copy | recall | multihop | textcopy
   int64_t vocab = 64;         // V
-  int64_t length = 16;        // copy: longest copied sequence L; recall/multihop: sequence length S
+  int64_t length = 16;        // copy/textcopy: longest copied span L; recall/multihop: sequence length S
   int64_t pairs = 8;          // recall/multihop: most key–value pairs P (ignored by copy)
   double hop_prob = 0.5;      // multihop: probability that a value is a link to an earlier key
   bool curriculum = true;     // 4 phases dividing length and pairs by 8, 4, 2, 1
