@@ -145,3 +145,19 @@ TEST(TrainCli, CompareWritesTableCsvJsonPng) {
   std::getline(csv, header);
   EXPECT_NE(header.find("copy_token_acc"), std::string::npos) << header;
 }
+
+// toeplitz-index on a trained Toeplitz model: one row per head; errors for a missing checkpoint
+// and for a model without Toeplitz layers.
+TEST(ToeplitzIndexCli, IndexesEveryHeadAndRejectsOtherModels) {
+  const auto dir = temp_dir("toeplitz_index");
+  auto r = run_mixlab("train --task copy --mixer toeplitz --steps 2 --quiet --out " + dir + "/tz");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_mixlab("toeplitz-index --json --checkpoint " + dir + "/tz/checkpoint.pt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"index\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("block1.mixer"), std::string::npos) << r.output;
+  expect_failure("toeplitz-index --checkpoint " + dir + "/missing.pt", "missing.pt");
+  r = run_mixlab("train --task copy --mixer local:4 --steps 2 --quiet --out " + dir + "/local");
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_failure("toeplitz-index --checkpoint " + dir + "/local/checkpoint.pt", "has no Toeplitz layer");
+}
