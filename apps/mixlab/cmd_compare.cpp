@@ -3,6 +3,8 @@
 //   mixlab compare                                   # default preset, all tasks, all mixers
 //   mixlab compare --tasks copy --mixers attention,local:8 --set steps=100
 //   mixlab compare --preset paper                    # seed 000 App. C.3 hyperparameters
+#include <ATen/Parallel.h>
+
 #include <iostream>
 
 #include "commands.h"
@@ -19,6 +21,7 @@ struct CompareArgs {
   std::string out = "runs/compare";
   std::vector<std::string> sets;
   int64_t steps = 0;
+  int64_t jobs = 0;  // 0: one run per intra-op thread (--threads)
   bool quiet = false;
 };
 
@@ -43,6 +46,7 @@ void run_compare(const CompareArgs& a) {
   o.preset = a.preset;
   o.out_dir = a.out;
   o.progress = !a.quiet;
+  o.jobs = a.jobs > 0 ? a.jobs : at::get_num_threads();
   for (const auto& kv : a.sets) {
     const auto eq = kv.find('=');
     MIXLAB_CHECK(eq != std::string::npos && eq > 0, "compare: --set expects KEY=VALUE, got '{}'", kv);
@@ -74,6 +78,10 @@ void cmd_compare_register(CLI::App& app) {
   sub->add_option("--steps", args->steps, "Training steps per run (overrides the preset)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--set", args->sets, "Override a config key for every run: --set d_model=128 (repeatable)");
+  sub->add_option("--jobs", args->jobs,
+                  "Runs trained at the same time, one intra-op thread each (default: --threads); "
+                  "results do not depend on it")
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--quiet", args->quiet, "No progress lines");
   sub->callback([args] { run_compare(*args); });
 }

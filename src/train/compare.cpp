@@ -3,12 +3,17 @@
 
 #include <cairo/cairo.h>
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "mixlab/analysis/analyze.h"
 #include "mixlab/core/error.h"
@@ -47,7 +52,7 @@ json preset_json(const std::string& preset, const std::string& task) {
     const bool text = task == "textcopy";
     return {{"task", task},  {"vocab", text ? 256 : 32}, {"length", copy || text ? 16 : 64}, {"pairs", copy || text ? 0 : 8},
             {"d_model", 64}, {"layers", 2},       {"heads", 4},               {"mlp_ratio", 4},
-            {"steps", 300},  {"batch", 32},       {"lr", 3e-3},               {"warmup", 30},
+            {"steps", 600},  {"batch", 32},       {"lr", 3e-3},               {"warmup", 60},
             {"seed", 0},     {"eval_batches", 4}, {"eval_batch", 64},         {"log_every", 50},
             {"curriculum", false}};
   }
@@ -176,64 +181,119 @@ CompareReport compare_run(const CompareOptions& o) {
   const std::string runs_dir = o.out_dir + "/runs";
   std::filesystem::create_directories(runs_dir);
   const auto t_all = Clock::now();
-  int64_t run_index = 0;
-  const int64_t n_runs = static_cast<int64_t>(mixers.size() * o.tasks.size());
-  for (const auto& spec : mixers) {
-    CompareRow row;
-    row.mixer = spec;
-    if (!family_registered(spec)) {
-      row.note = fmt::format("skipped: mixer family '{}' is not registered", family_of(spec));
-      if (o.progress) std::cerr << "compare: " << spec << ": " << row.note << "\n";
-      run_index += static_cast<int64_t>(o.tasks.size());
-      rep.rows.push_back(row);
+
+  // One job per (mixer, task). Jobs run on o.jobs worker threads, each with one intra-op
+  // thread; a job's result depends only on its own config (the model is initialised under a
+  // lock right after seeding the global generator, and batches come from the task's own RNG),
+  // so the table is the same for every job count.
+  struct Job {
+    size_t mixer = 0, task = 0;
+    TrainResult result;
+    std::shared_ptr<DecoderModel> model;
+    int64_t parameters = 0;
+    std::string error;
+  };
+  std::vector<Job> jobs;
+  std::vector<std::string> skipped(mixers.size());
+  for (size_t m = 0; m < mixers.size(); ++m) {
+    if (!family_registered(mixers[m])) {
+      skipped[m] = fmt::format("skipped: mixer family '{}' is not registered", family_of(mixers[m]));
+      if (o.progress) std::cerr << "compare: " << mixers[m] << ": " << skipped[m] << "\n";
       continue;
     }
-    try {
-      std::shared_ptr<DecoderModel> last_model;
-      double rate_sum = 0;
-      for (const auto& task : o.tasks) {
-        ++run_index;
+    for (size_t t = 0; t < o.tasks.size(); ++t) jobs.push_back(Job{m, t, {}, nullptr, 0, ""});
+  }
+  const int64_t n_jobs = static_cast<int64_t>(jobs.size());
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(o.jobs, n_jobs));
+  std::mutex init_mutex, log_mutex;
+  std::atomic<int64_t> next{0};
+  auto log = [&](const std::string& line) {
+    if (!o.progress) return;
+    std::lock_guard<std::mutex> lock(log_mutex);
+    std::cerr << line;
+  };
+  auto work = [&] {
+    // OpenMP keeps the thread count per thread: a new std::thread starts with the process
+    // default (all cores), not with the caller's setting, so each worker sets its own.
+    if (workers > 1) at::set_num_threads(1);
+    for (int64_t i = next++; i < n_jobs; i = next++) {
+      Job& job = jobs[i];
+      const std::string& spec = mixers[job.mixer];
+      const std::string& task = o.tasks[job.task];
+      try {
         const TrainConfig c = compare_config(o.preset, task, spec, o.overrides);
-        Trainer trainer(c);
-        if (o.progress) {
-          std::cerr << fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps)\n", run_index, n_runs,
-                                   spec, task, trainer.model().parameter_count(), c.steps);
+        std::unique_ptr<Trainer> trainer;
+        {
+          std::lock_guard<std::mutex> lock(init_mutex);  // the global generator seeds the init
+          trainer = std::make_unique<Trainer>(c);
         }
+        job.parameters = trainer->model().parameter_count();
+        log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps)\n", i + 1, n_jobs, spec, task,
+                        job.parameters, c.steps));
         TrainOptions to;
         to.progress = o.progress;
         to.label = "  " + spec + "/" + task;
         to.metrics_path = runs_dir + "/" + file_safe(spec) + "_" + task + ".jsonl";
-        const TrainResult r = trainer.run(to);
-        row.token_acc[task] = r.eval.token_acc;
-        row.answer_acc[task] = r.eval.answer_acc;
-        rate_sum += r.tokens_per_s;
-        row.seconds += r.seconds;
-        row.parameters = trainer.model().parameter_count();
-        if (o.progress) {
-          std::cerr << fmt::format("compare: {} on {}: token acc {:.1f}%, answer acc {:.1f}%, {:.0f}s, {} tok/s\n",
-                                   spec, task, 100 * r.eval.token_acc, 100 * r.eval.answer_acc, r.seconds,
-                                   fmt_rate(r.tokens_per_s));
-        }
-        last_model = trainer.model_ptr();
+        job.result = trainer->run(to);
+        job.model = trainer->model_ptr();
+        log(fmt::format("compare: {} on {}: token acc {:.1f}%, answer acc {:.1f}%, {:.0f}s, {} tok/s\n", spec, task,
+                        100 * job.result.eval.token_acc, 100 * job.result.eval.answer_acc, job.result.seconds,
+                        fmt_rate(job.result.tokens_per_s)));
+      } catch (const std::exception& e) {
+        job.error = e.what();
+      }
+    }
+  };
+  if (workers == 1) {
+    work();
+  } else {
+    std::vector<std::thread> pool;
+    for (int64_t w = 0; w < workers; ++w) pool.emplace_back(work);
+    for (auto& th : pool) th.join();
+  }
+  rep.jobs = workers;
+
+  // Rows in mixer order. Decode speed and analysis are measured after training, one at a time,
+  // so concurrent jobs do not disturb the decode timings.
+  for (size_t m = 0; m < mixers.size(); ++m) {
+    CompareRow row;
+    row.mixer = mixers[m];
+    if (!skipped[m].empty()) {
+      row.note = skipped[m];
+      rep.rows.push_back(row);
+      continue;
+    }
+    try {
+      std::shared_ptr<DecoderModel> decode_model;
+      double rate_sum = 0;
+      for (const auto& job : jobs) {
+        if (job.mixer != m) continue;
+        MIXLAB_CHECK(job.error.empty(), "{} on {}: {}", mixers[m], o.tasks[job.task], job.error);
+        const std::string& task = o.tasks[job.task];
+        row.token_acc[task] = job.result.eval.token_acc;
+        row.answer_acc[task] = job.result.eval.answer_acc;
+        row.eval_loss[task] = job.result.eval.loss;
+        rate_sum += job.result.tokens_per_s;
+        row.seconds += job.result.seconds;
+        row.parameters = job.parameters;
+        if (job.model->dims().max_len >= T) decode_model = job.model;
       }
       row.train_tokens_per_s = rate_sum / static_cast<double>(o.tasks.size());
-      // Decode a sequence of the longest task length; the model's max_len follows its own task,
-      // so rebuild one sized for T when the last task was shorter.
-      if (last_model->dims().max_len < T) {
-        TrainConfig c = compare_config(o.preset, o.tasks.front(), spec, o.overrides);
+      if (!decode_model) {  // cannot happen (T is the longest task's length); kept for safety
+        TrainConfig c = compare_config(o.preset, o.tasks.front(), mixers[m], o.overrides);
         for (const auto& t : o.tasks) {
-          const TrainConfig ct = compare_config(o.preset, t, spec, o.overrides);
+          const TrainConfig ct = compare_config(o.preset, t, mixers[m], o.overrides);
           if (task_sequence_length(ct.task, ct.task.length) == T) c = ct;
         }
-        last_model = Trainer(c).model_ptr();
+        decode_model = Trainer(c).model_ptr();
       }
-      row.decode_us_per_token = decode_us_per_token(*last_model, T);
-      fill_analysis(row, last_model->blocks().front()->mixer(), T);
+      row.decode_us_per_token = decode_us_per_token(*decode_model, T);
+      fill_analysis(row, decode_model->blocks().front()->mixer(), T);
       row.ran = true;
     } catch (const std::exception& e) {
       row.ran = false;
       row.note = fmt::format("failed: {}", e.what());
-      if (o.progress) std::cerr << "compare: " << spec << ": " << row.note << "\n";
+      if (o.progress) std::cerr << "compare: " << mixers[m] << ": " << row.note << "\n";
     }
     rep.rows.push_back(row);
   }
@@ -288,8 +348,8 @@ std::string compare_table_text(const CompareReport& rep) {
   out += fmt::format(
       "time/tok = max past positions read per token, cache = max positions kept, path = max shortest path,\n"
       "congestion = copy routing bounds — all measured by the analysis at T = {} (0-based rows). Accuracy = held-out\n"
-      "token accuracy on answer positions. Preset '{}', {:.0f} s in total.\n",
-      T, rep.preset, rep.seconds);
+      "token accuracy on scored positions. Preset '{}', {:.0f} s in total, {} run(s) at a time.\n",
+      T, rep.preset, rep.seconds, rep.jobs);
   return out;
 }
 
@@ -387,6 +447,7 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"congestion", r.congestion},
               {"token_acc", r.token_acc},
               {"answer_acc", r.answer_acc},
+              {"eval_loss", r.eval_loss},
               {"train_tokens_per_s", r.train_tokens_per_s},
               {"decode_us_per_token", r.decode_us_per_token},
               {"parameters", r.parameters},
@@ -402,7 +463,7 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
     csv += fmt::format(",{:.1f},{:.2f},{},{:.2f}\n", r.train_tokens_per_s, r.decode_us_per_token, r.parameters,
                        r.seconds);
   }
-  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds},
+  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds}, {"jobs", rep.jobs},
                     {"config", rep.config_example}, {"rows", rows}};
   {
     std::ofstream out(dir + "/compare.json");

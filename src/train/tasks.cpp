@@ -56,7 +56,9 @@ int64_t max_pairs_for(int64_t S) { return (S - 4) / 2; }
 struct Rows {
   int64_t B, T;
   std::vector<int64_t> tokens, mask, answer;
-  Rows(int64_t b, int64_t t) : B(b), T(t), tokens(b * t, kTokenPad), mask(b * t, 0), answer(b * t, -1) {}
+  std::vector<int64_t> label;  // >= 0: the target of that position instead of the next token
+  Rows(int64_t b, int64_t t)
+      : B(b), T(t), tokens(b * t, kTokenPad), mask(b * t, 0), answer(b * t, -1), label(b * t, -1) {}
 };
 
 void fill_copy_row(Rows& r, int64_t b, int64_t n, int64_t vocab, TaskRng& rng) {
@@ -95,6 +97,11 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
     }
   }
 
+  // resolved[i]: the value pair i's key finally stands for (links point to earlier pairs, so one
+  // pass in context order resolves every chain).
+  std::vector<int64_t> resolved(n);
+  for (int64_t i = 0; i < n; ++i) resolved[i] = link[i] < 0 ? vals[i] : resolved[link[i]];
+
   // Context: n pair-units and g filler-units in random order.
   const int64_t g = std::max<int64_t>(0, S - 2 - 4 * n);
   std::vector<int> units(n + g, 0);
@@ -105,9 +112,11 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
   seq.reserve(S + 1);
   seq.push_back(kTokenBegin);
   int64_t next_pair = 0;
+  std::vector<std::pair<int64_t, int64_t>> link_labels;  // (position of a link key, its resolved value)
   for (int u : units) {
     if (u) {
       seq.push_back(keys[next_pair]);
+      if (link[next_pair] >= 0) link_labels.emplace_back(static_cast<int64_t>(seq.size()), resolved[next_pair]);
       seq.push_back(vals[next_pair]);
       ++next_pair;
     } else {
@@ -116,34 +125,22 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
   }
   seq.push_back(kTokenSep);
 
-  // Queries: the keys in random order, each followed by its chain (one token for recall).
+  // Queries: the keys in random order, each followed by its resolved value (for recall the
+  // stored value; for multihop the end of the link chain).
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   rng.shuffle(order);
   int64_t* tok = &r.tokens[b * r.T];
+  int64_t* label = &r.label[b * r.T];
   int64_t answer_index = 0;
-  std::vector<int64_t> scored;  // positions in seq whose target is an answer token
-  std::vector<int64_t> scored_answer;
+  std::vector<int64_t> scored;  // positions in seq whose target is a query's answer
   for (int64_t q : order) {
-    std::vector<int64_t> chain;
-    for (int64_t p = q;; p = link[p]) {
-      chain.push_back(vals[p]);
-      if (link[p] < 0) break;
-    }
-    // The query occupies 1 + |chain| tokens, but its last token is only a target: it must fit
-    // within S + 1 (the token after position S-1 is the last column's target).
-    const int64_t need = 1 + static_cast<int64_t>(chain.size());
-    if (static_cast<int64_t>(seq.size()) + need > S + 1) continue;
+    // A query occupies 2 tokens, but its answer is only a target: it must fit within S + 1
+    // (the token after position S-1 is the last column's target).
+    if (static_cast<int64_t>(seq.size()) + 2 > S + 1) break;
     scored.push_back(static_cast<int64_t>(seq.size()));
-    scored_answer.push_back(answer_index);
     seq.push_back(keys[q]);
-    for (size_t c = 0; c < chain.size(); ++c) {
-      if (c + 1 < chain.size()) {
-        scored.push_back(static_cast<int64_t>(seq.size()));
-        scored_answer.push_back(answer_index);
-      }
-      seq.push_back(chain[c]);
-    }
+    seq.push_back(resolved[q]);
     ++answer_index;
   }
   MIXLAB_ASSERT(answer_index > 0, "recall row without a query (S={}, n={})", S, n);
@@ -151,7 +148,14 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
   for (int64_t t = 0; t < S && t < static_cast<int64_t>(seq.size()); ++t) tok[t] = seq[t];
   for (size_t i = 0; i < scored.size(); ++i) {
     r.mask[b * r.T + scored[i]] = 1;
-    r.answer[b * r.T + scored[i]] = scored_answer[i];
+    r.answer[b * r.T + scored[i]] = static_cast<int64_t>(i);
+  }
+  // Multihop labels (App. C.1): the context position holding a link key is scored with the
+  // value that link resolves to. Its target is not the next token, so it is stored as a label
+  // that replaces the next-token target; it belongs to no answer (answer = -1).
+  for (const auto& [pos, value] : link_labels) {
+    r.mask[b * r.T + pos] = 1;
+    label[pos] = value;
   }
 }
 
@@ -266,6 +270,8 @@ Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, in
   out.targets = torch::full({batch_size, T}, kTokenPad, i64);
   if (T > 1) out.targets.narrow(1, 0, T - 1).copy_(out.tokens.narrow(1, 1, T - 1));
   out.targets.select(1, T - 1).copy_(torch::from_blob(last_targets.data(), {batch_size}, i64));
+  auto label = torch::from_blob(rows.label.data(), {batch_size, T}, i64);
+  out.targets = torch::where(label >= 0, label, out.targets);
   out.mask = torch::from_blob(rows.mask.data(), {batch_size, T}, i64).to(torch::kFloat32);
   out.answer = torch::from_blob(rows.answer.data(), {batch_size, T}, i64).clone();
   out.length = length;

@@ -125,11 +125,13 @@ BatchScore batch_score(const torch::Tensor& logits, const Batch& batch) {
   auto wrong = (pred != batch.targets) & answer_pos;          // (B,T)
   s.answer_tokens = static_cast<int64_t>(n_mask);
   s.correct_tokens = s.answer_tokens - wrong.sum().item<int64_t>();
-  // Whole answers: per row, count wrong tokens per answer id.
+  // Whole answers: per row, count wrong tokens per answer id. Scored positions outside every
+  // answer (answer = -1: multihop link labels) count for token accuracy only.
   const int64_t A = std::max<int64_t>(1, batch.answer.max().item<int64_t>() + 1);
   auto idx = batch.answer.clamp_min(0);
-  auto errs = torch::zeros({B, A}, torch::kInt64).scatter_add_(1, idx, wrong.to(torch::kInt64));
-  auto present = torch::zeros({B, A}, torch::kInt64).scatter_add_(1, idx, answer_pos.to(torch::kInt64)) > 0;
+  auto in_answer = answer_pos & (batch.answer >= 0);
+  auto errs = torch::zeros({B, A}, torch::kInt64).scatter_add_(1, idx, (wrong & in_answer).to(torch::kInt64));
+  auto present = torch::zeros({B, A}, torch::kInt64).scatter_add_(1, idx, in_answer.to(torch::kInt64)) > 0;
   s.answers = present.sum().item<int64_t>();
   s.correct_answers = (present & (errs == 0)).sum().item<int64_t>();
   return s;

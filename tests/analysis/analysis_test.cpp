@@ -14,6 +14,7 @@
 #include "mixlab/analysis/congestion.h"
 #include "mixlab/analysis/metrics.h"
 #include "mixlab/core/error.h"
+#include "support/expect_error.h"
 
 using namespace mixlab;
 
@@ -34,16 +35,6 @@ const std::vector<std::string> kSpecs = {"causal",
                                          "linear+cache",
                                          "offsets:1,3,7+cache",
                                          "offsets:1,2,5,11+cache"};
-
-template <class F>
-void expect_error(F&& f, const std::vector<std::string>& fragments) {
-  try {
-    f();
-    FAIL() << "expected mixlab::Error";
-  } catch (const mixlab::Error& e) {
-    for (const auto& frag : fragments) EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << e.what();
-  }
-}
 
 // Plain BFS over forward edges (u -> v iff u ∈ P(v)), multi-hop only for recurrent patterns.
 std::vector<int32_t> bfs_reference(const Pattern& p, int64_t T, int64_t source) {

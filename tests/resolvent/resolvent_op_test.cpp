@@ -11,6 +11,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/resolvent/resolvent.h"
 #include "support/gradcheck.h"
+#include "support/expect_error.h"
 
 using mixlab::Pattern;
 using mixlab::testing::all_close;
@@ -53,16 +54,6 @@ std::vector<Tensor> grads_of(const Tensor& y, const Tensor& g, const std::vector
   auto loss = (y * g).sum();
   return torch::autograd::grad({loss}, inputs, {}, /*retain_graph=*/false, /*create_graph=*/false,
                                /*allow_unused=*/true);
-}
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a mixlab::Error";
-  } catch (const mixlab::Error& e) {
-    for (const auto& frag : fragments)
-      EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << "missing '" << frag << "' in: " << e.what();
-  }
 }
 
 }  // namespace

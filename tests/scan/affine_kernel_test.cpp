@@ -10,6 +10,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/scan/affine.h"
 #include "support/gradcheck.h"
+#include "support/expect_error.h"
 
 namespace mixlab {
 namespace {
@@ -273,16 +274,6 @@ TEST(DeltaRule, Gradcheck) {
       return torch::cat({r.out.flatten(), r.final_state.flatten()});
     };
     EXPECT_TRUE(testing::gradcheck(fn, xs));
-  }
-}
-
-template <class F>
-void expect_error(F&& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "expected mixlab::Error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "mixlab/core/error.h"
 #include "support/gradcheck.h"
+#include "support/expect_error.h"
 
 namespace mixlab {
 namespace {
@@ -127,16 +128,6 @@ INSTANTIATE_TEST_SUITE_P(All, AffineMembers, ::testing::Range(0, static_cast<int
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(affine_members()[static_cast<size_t>(info.param)].name);
                          });
-
-template <class F>
-void expect_error(F&& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "expected mixlab::Error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
 
 TEST(AffineMixerErrors, BadInputs) {
   auto layer = make(AffineMember::kGla, 8, 2, 16, 1);

@@ -10,6 +10,7 @@
 
 #include "mixlab/core/error.h"
 #include "support/gradcheck.h"
+#include "support/expect_error.h"
 
 using mixlab::MixerDims;
 using mixlab::ToeplitzMixer;
@@ -47,16 +48,6 @@ torch::Tensor mixer_reference(ToeplitzMixer& m, const torch::Tensor& x) {
   return torch::matmul(zc, m.out_proj()->weight.t()) + m.out_proj()->bias;
 }
 
-template <typename Fn>
-void expect_error_containing(Fn&& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected mixlab::Error containing '" << fragment << "'";
-  } catch (const mixlab::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 }  // namespace
 
 TEST(ToeplitzMixer, SpecParsing) {
@@ -68,15 +59,15 @@ TEST(ToeplitzMixer, SpecParsing) {
   EXPECT_EQ(o.kernel, 3);
   EXPECT_EQ(ToeplitzMixer("", dims(12, 3, 16)).spec(), "toeplitz:heads=3:kernel=1");
   EXPECT_EQ(ToeplitzMixer("heads=2:kernel=3", dims(12, 3, 16)).spec(), "toeplitz:heads=2:kernel=3");
-  expect_error_containing([] { mixlab::toeplitz_mixer_options_parse("heads=0"); }, "heads must be positive");
-  expect_error_containing([] { mixlab::toeplitz_mixer_options_parse("heads=x"); }, "heads='x' is not an integer");
-  expect_error_containing([] { mixlab::toeplitz_mixer_options_parse("width=3"); }, "unknown key 'width'");
-  expect_error_containing([] { mixlab::toeplitz_mixer_options_parse("heads=2:heads=3"); }, "heads given twice");
-  expect_error_containing([] { mixlab::toeplitz_mixer_options_parse("4"); }, "expected key=value");
-  expect_error_containing([] { mixlab::toeplitz_mixer_options_parse("heads=2:"); }, "trailing ':'");
-  expect_error_containing([] { ToeplitzMixer("heads=5", dims(12, 3, 16)); },
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=0"); }, "heads must be positive");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=x"); }, "heads='x' is not an integer");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("width=3"); }, "unknown key 'width'");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=2:heads=3"); }, "heads given twice");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("4"); }, "expected key=value");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=2:"); }, "trailing ':'");
+  expect_error([] { ToeplitzMixer("heads=5", dims(12, 3, 16)); },
                           "d_model C = 12 is not divisible by heads H = 5");
-  expect_error_containing([] { ToeplitzMixer("heads=4:kernel=5", dims(12, 3, 16)); }, "wider than the head dim");
+  expect_error([] { ToeplitzMixer("heads=4:kernel=5", dims(12, 3, 16)); }, "wider than the head dim");
 }
 
 TEST(ToeplitzMixer, InitIsKaimingNormalOverLags) {
@@ -150,30 +141,30 @@ TEST(ToeplitzMixer, StepPastMaxLenAndBadInputsThrow) {
   ToeplitzMixer m("heads=2", dims(8, 2, 3));
   auto state = m.init_state(1);
   for (int i = 0; i < 3; ++i) m.step(*state, torch::randn({1, 8}));
-  expect_error_containing([&] { m.step(*state, torch::randn({1, 8})); }, "position 3 reached the layer's max_len");
+  expect_error([&] { m.step(*state, torch::randn({1, 8})); }, "position 3 reached the layer's max_len");
   auto s2 = m.init_state(2);
-  expect_error_containing(
+  expect_error(
       [&] {
         m.step(*s2, torch::randn({1, 8}));
       },
       "ToeplitzMixer::step: x_t must have shape (B,C) = [2,8], got [1,8]");
-  expect_error_containing([&] { m.init_state(0); }, "batch must be positive");
+  expect_error([&] { m.init_state(0); }, "batch must be positive");
 }
 
 TEST(ToeplitzMixer, ForwardErrors) {
   ToeplitzMixer m("heads=2:kernel=2", dims(8, 2, 10));
-  expect_error_containing(
+  expect_error(
       [&] {
         m.forward(torch::randn({1, 11, 8}));
       },
       "sequence length T = 11 exceeds the layer's max_len Tmax = 10");
-  expect_error_containing([&] { m.forward(torch::randn({1, 0, 8})); }, "x must have T > 0");
-  expect_error_containing(
+  expect_error([&] { m.forward(torch::randn({1, 0, 8})); }, "x must have T > 0");
+  expect_error(
       [&] {
         m.forward(torch::randn({1, 4, 7}));
       },
       "ToeplitzMixer::forward: x must have shape (B,T,C) = [*,*,8], got [1,4,7]");
-  expect_error_containing([&] { m.forward(torch::ones({1, 4, 8}, torch::kLong)); }, "must be float32 or float64");
+  expect_error([&] { m.forward(torch::ones({1, 4, 8}, torch::kLong)); }, "must be float32 or float64");
 }
 
 TEST(ToeplitzMixer, GradientsReachEveryParameter) {

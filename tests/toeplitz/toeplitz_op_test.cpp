@@ -9,6 +9,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/toeplitz/toeplitz.h"
 #include "support/gradcheck.h"
+#include "support/expect_error.h"
 
 using mixlab::ToeplitzPath;
 using mixlab::testing::all_close;
@@ -32,16 +33,6 @@ std::string label(const Case& c, ToeplitzPath p) {
 
 // Tolerance of a float path: rounding of a length-T sum grows ~sqrt(T); FFT adds ~log n.
 double float_tol(int64_t T) { return 2e-5 * std::sqrt(static_cast<double>(T)) + 1e-5; }
-
-template <typename Fn>
-void expect_error_containing(Fn&& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected mixlab::Error containing '" << fragment << "'";
-  } catch (const mixlab::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
 
 }  // namespace
 
@@ -182,43 +173,43 @@ TEST(ToeplitzOp, PathResolution) {
 TEST(ToeplitzOp, BadArguments) {
   auto t = torch::randn({2, 8});
   auto x = torch::randn({1, 2, 8, 3});
-  expect_error_containing(
+  expect_error(
       [&] {
         mixlab::toeplitz_forward(torch::randn({2, 5}), x);
       },
       "toeplitz_forward: lag vector t (H,Tmax) = [2,5] is shorter than the sequence T = 8");
-  expect_error_containing(
+  expect_error(
       [&] {
         mixlab::toeplitz_forward(torch::randn({3, 8}), x);
       },
       "toeplitz_forward: t must have one lag vector per head");
-  expect_error_containing(
+  expect_error(
       [&] {
         mixlab::toeplitz_forward(t, torch::randn({1, 2, 0, 3}));
       },
       "toeplitz_forward: x must have T > 0");
-  expect_error_containing(
+  expect_error(
       [&] {
         mixlab::toeplitz_forward(t, torch::ones({1, 2, 8, 3}, torch::kInt));
       },
       "toeplitz_forward: x must be float32 or float64, got Int");
-  expect_error_containing([&] { mixlab::toeplitz_forward(t.to(torch::kDouble), x); },
+  expect_error([&] { mixlab::toeplitz_forward(t.to(torch::kDouble), x); },
                           "toeplitz_forward: t must have the dtype of x (Float), got Double");
-  expect_error_containing(
+  expect_error(
       [&] {
         mixlab::toeplitz_forward(t, torch::randn({2, 8, 3}));
       },
       "toeplitz_forward: x must have 4 dimensions (B,H,T,D), got shape [2,8,3]");
-  expect_error_containing(
+  expect_error(
       [&] {
         mixlab::toeplitz_forward(t, x, torch::randn({2, 7}));
       },
       "toeplitz_forward: bias must have shape (H,Tmax) = [2,8], got [2,7]");
-  expect_error_containing([&] { mixlab::toeplitz_forward(t.reshape({16}), x); },
+  expect_error([&] { mixlab::toeplitz_forward(t.reshape({16}), x); },
                           "toeplitz_forward: t must have 2 dimensions (H,Tmax), got shape [16]");
-  expect_error_containing([&] { mixlab::toeplitz_forward(at::Tensor(), x); },
+  expect_error([&] { mixlab::toeplitz_forward(at::Tensor(), x); },
                           "toeplitz_forward: t must be a defined tensor");
-  expect_error_containing(
+  expect_error(
       [&] {
         mixlab::toeplitz_reference_backward(t, x, {}, torch::randn({1, 2, 7, 3}));
       },

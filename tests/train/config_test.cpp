@@ -88,7 +88,7 @@ TEST(TrainConfig, ComparePresets) {
   EXPECT_EQ(d.task.pairs, 8);
   EXPECT_EQ(d.mixer, "local:8");
   EXPECT_FALSE(d.task.curriculum);
-  // Fewer steps keep the preset's warmup fraction (30 / 300) unless warmup is given.
+  // Fewer steps keep the preset's warmup fraction (60 / 600) unless warmup is given.
   EXPECT_EQ(compare_config("default", "copy", "attention", {{"steps", 100}}).warmup, 10);
   EXPECT_EQ(compare_config("default", "copy", "attention", {{"steps", 100}, {"warmup", 3}}).warmup, 3);
   const TrainConfig p = compare_config("paper", "multihop", "attention", json::object());

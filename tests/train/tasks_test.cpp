@@ -62,13 +62,13 @@ TEST(TrainTasks, GoldenMultihop) {
   s.pairs = 4;
   s.hop_prob = 0.6;
   const Batch b = task_generate(s, 1, 20, 4, 11);
-  // Context: (5 9) (7 12) (8 12) (4 5): pair 3's value is a link to key 5 (pair 0).
-  // Queries: 8 -> 12; 5 -> 9; 4 -> 5 -> 9 (the intermediate key 5 is scored, one answer of two
-  // tokens); 7 -> 12 (its value is the last column's target, beyond the last input).
-  expect_golden(b, {1, 3, 3, 5, 9, 7, 12, 8, 12, 4, 5, 2, 8, 12, 5, 9, 4, 5, 9, 7},
-                {3, 3, 5, 9, 7, 12, 8, 12, 4, 5, 2, 8, 12, 5, 9, 4, 5, 9, 7, 12},
-                {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 0, 1},
-                {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, -1, 1, -1, 2, 2, -1, 3});
+  // Context: (5 9) (7 12) (8 12) (4 5): pair 3's value is a link to key 5 (pair 0), so position
+  // 10 (the link key 5) is labelled with 9, the value it resolves to, instead of its next token.
+  // Queries: 8 -> 12; 5 -> 9; 4 -> 9 (two hops: 4 -> 5 -> 9); 7 -> 12.
+  expect_golden(b, {1, 3, 3, 5, 9, 7, 12, 8, 12, 4, 5, 2, 8, 12, 5, 9, 4, 9, 7, 12},
+                {3, 3, 5, 9, 7, 12, 8, 12, 4, 5, 9, 8, 12, 5, 9, 4, 9, 7, 12, 0},
+                {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0},
+                {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, -1, 1, -1, 2, -1, 3, -1});
 }
 
 // Format invariants on many random batches: targets are the next token, copy answers are the
@@ -87,9 +87,11 @@ TEST(TrainTasks, FormatInvariants) {
       const Batch b = task_generate(s, 3, s.length, pairs, seed);
       const int64_t T = b.tokens.size(1);
       EXPECT_EQ(T, task_sequence_length(s, s.length));
-      EXPECT_TRUE(torch::equal(b.targets.narrow(1, 0, T - 1), b.tokens.narrow(1, 1, T - 1)));
       EXPECT_TRUE(b.mask.sum().item<double>() > 0);
-      EXPECT_TRUE(torch::equal(b.mask > 0, b.answer >= 0));
+      if (name != "multihop") {  // multihop link labels are the exception to both (checked below)
+        EXPECT_TRUE(torch::equal(b.targets.narrow(1, 0, T - 1), b.tokens.narrow(1, 1, T - 1)));
+        EXPECT_TRUE(torch::equal(b.mask > 0, b.answer >= 0));
+      }
       for (int64_t r = 0; r < 3; ++r) {
         auto tok = flat(b.tokens[r]);
         auto tgt = flat(b.targets[r]);
@@ -104,29 +106,51 @@ TEST(TrainTasks, FormatInvariants) {
           }
           continue;
         }
-        // Context: pairs "k v" (keys distinct), fillers, then kSep.
+        // Context: pairs "k v" (keys distinct), fillers, then kSep. A multihop value may be
+        // an earlier key (a link); its position is labelled with the resolved value.
         std::map<int64_t, int64_t> value_of;
+        auto resolve = [&](int64_t key) {
+          int64_t v = value_of.at(key);
+          while (v < kFirstContentToken + 18) v = value_of.at(v);  // a key: follow the link
+          return v;
+        };
         int64_t t = 1;
         while (tok[t] != kTokenSep) {
           if (tok[t] == kTokenNoise) {
+            EXPECT_EQ(msk[t], 0);
             ++t;
             continue;
           }
           EXPECT_GE(tok[t], kFirstContentToken);
           EXPECT_LT(tok[t], kFirstContentToken + 18);  // a key
           EXPECT_EQ(value_of.count(tok[t]), 0u);
+          EXPECT_EQ(msk[t], 0);
           value_of[tok[t]] = tok[t + 1];
+          const bool link = tok[t + 1] < kFirstContentToken + 18;
+          if (link) {
+            EXPECT_EQ(name, "multihop") << "only multihop values link to keys";
+            ASSERT_EQ(value_of.count(tok[t + 1]), 1u) << "a link must name an earlier key";
+            EXPECT_EQ(msk[t + 1], 1);
+            EXPECT_EQ(tgt[t + 1], resolve(tok[t]));
+            EXPECT_EQ(flat(b.answer[r])[t + 1], -1);
+          } else {
+            EXPECT_EQ(msk[t + 1], 0);
+          }
           t += 2;
         }
         EXPECT_EQ(static_cast<int64_t>(value_of.size()), pairs);
-        for (int64_t u = 0; u < t; ++u) EXPECT_EQ(msk[u], 0);
-        // Every scored position predicts the stored value of its input token (one hop).
+        // After kSep: "k v" queries; the position of k is scored with the resolved value, one
+        // answer per query, numbered in order.
+        int64_t next_answer = 0;
         for (int64_t u = t + 1; u < T; ++u) {
           if (!msk[u]) continue;
           ASSERT_EQ(value_of.count(tok[u]), 1u) << "scored input is not a stored key";
-          EXPECT_EQ(tgt[u], value_of[tok[u]]);
-          if (name == "recall") EXPECT_GE(tgt[u], kFirstContentToken + 18);  // a value token
+          EXPECT_EQ(tgt[u], resolve(tok[u]));
+          EXPECT_GE(tgt[u], kFirstContentToken + 18);  // a value token, never a key
+          EXPECT_EQ(flat(b.answer[r])[u], next_answer++);
+          if (u + 1 < T) EXPECT_EQ(tok[u + 1], tgt[u]);
         }
+        EXPECT_GE(next_answer, 1);
       }
     }
   }
@@ -139,14 +163,25 @@ TEST(TrainTasks, MultihopHasLinksAndRecallHasNone) {
   s.length = 64;
   s.pairs = 8;
   const Batch b = task_generate(s, 16, 64, 8, 3);
-  // A chain token that is itself scored means the target of a scored position was a key.
-  auto scored_targets = b.targets.masked_select(b.mask > 0);
-  EXPECT_GT((scored_targets < kFirstContentToken + 18).sum().item<int64_t>(), 0);
-  // Whole answers: some answers span several tokens.
-  auto counts = torch::zeros({16, 64}, torch::kInt64).scatter_add_(1, b.answer.clamp_min(0), (b.answer >= 0).to(torch::kInt64));
-  EXPECT_GT(counts.max().item<int64_t>(), 1);
+  // Link labels: scored positions outside every answer, whose input token is a key.
+  auto labels = (b.mask > 0) & (b.answer < 0);
+  EXPECT_GT(labels.sum().item<int64_t>(), 0);
+  EXPECT_EQ((b.tokens.masked_select(labels) >= kFirstContentToken + 18).sum().item<int64_t>(), 0);
+  // Some query needs more than one hop: its key's stored value is another key.
+  int64_t multi_hop_queries = 0;
+  for (int64_t r = 0; r < 16; ++r) {
+    auto tok = flat(b.tokens[r]);
+    std::map<int64_t, int64_t> stored;
+    int64_t t = 1;
+    for (; tok[t] != kTokenSep; ++t)
+      if (tok[t] != kTokenNoise) stored[tok[t]] = tok[t + 1], ++t;
+    for (int64_t u = t + 1; u < 64; ++u)
+      if (flat(b.answer[r])[u] >= 0 && stored.at(tok[u]) < kFirstContentToken + 18) ++multi_hop_queries;
+  }
+  EXPECT_GT(multi_hop_queries, 0);
   s.name = "recall";
   const Batch r = task_generate(s, 16, 64, 8, 3);
+  EXPECT_TRUE(torch::equal(r.mask > 0, r.answer >= 0));
   EXPECT_EQ((r.targets.masked_select(r.mask > 0) < kFirstContentToken + 18).sum().item<int64_t>(), 0);
 }
 

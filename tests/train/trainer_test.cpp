@@ -94,6 +94,32 @@ TEST(TrainTrainer, ScoreCountsAnswers) {
   EXPECT_EQ(sc.batch_tokens, 14);
 }
 
+// Multihop link labels are scored tokens but belong to no answer: a wrong label lowers token
+// accuracy and leaves whole-answer (query) accuracy alone.
+TEST(TrainTrainer, ScoreKeepsLinkLabelsOutOfAnswers) {
+  TaskSpec s;
+  s.name = "multihop";
+  s.vocab = 14;
+  s.length = 20;
+  s.pairs = 4;
+  s.hop_prob = 0.6;
+  const Batch b = task_generate(s, 1, 20, 4, 11);  // the golden batch of tasks_test.cpp
+  ASSERT_EQ(b.answer[0][10].item<int64_t>(), -1);
+  ASSERT_EQ(b.mask[0][10].item<float>(), 1.0f);
+  auto logits = torch::full({1, 20, 14}, -10.0);
+  logits.scatter_(2, b.targets.unsqueeze(2), 10.0);
+  logits[0][10][b.targets[0][10].item<int64_t>()] = -20.0;  // the link label wrong
+  BatchScore sc = batch_score(logits, b);
+  EXPECT_EQ(sc.answer_tokens, 5);
+  EXPECT_EQ(sc.correct_tokens, 4);
+  EXPECT_EQ(sc.answers, 4);
+  EXPECT_EQ(sc.correct_answers, 4);
+  logits[0][16][b.targets[0][16].item<int64_t>()] = -20.0;  // and the two-hop query wrong
+  sc = batch_score(logits, b);
+  EXPECT_EQ(sc.correct_tokens, 3);
+  EXPECT_EQ(sc.correct_answers, 3);
+}
+
 TEST(TrainTrainer, ResumeIsBitExact) {
   at::set_num_threads(1);
   const TrainConfig c = tiny_config();

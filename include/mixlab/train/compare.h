@@ -10,9 +10,9 @@
 //
 // Presets (identical for every mixer and task; `set` overrides any config key for all runs):
 //   default  d_model 64, 2 layers, 4 heads, mlp 4, vocab 32, copy L = 16 (T = 33),
-//            recall/multihop S = 64 with 8 pairs, 300 steps of batch 32, lr 3e-3, warmup 30,
+//            recall/multihop S = 64 with 8 pairs, 600 steps of batch 32, lr 3e-3, warmup 60,
 //            no curriculum (too few steps for four phases); sized for the nine default mixers
-//            x three tasks on 2 cores (measured run time in docs/RESULTS.md)
+//            x three tasks on 2 cores with two runs at a time (8 min 6 s measured, docs/RESULTS.md)
 //   paper    seed 000 App. C.3: d_model 256, ff 1024, 2 layers, head dim 64, vocab 8192, 20k
 //            steps, 2k warmup, lr 3e-3, batch 1024, beta2 0.98, wd 0.1, copy L = 128,
 //            recall/multihop S = 256 with 64 pairs (a GPU-scale budget: days on a CPU)
@@ -20,8 +20,12 @@
 // Outputs in out_dir: compare.csv, compare.json, compare.png (grouped bars: accuracy per task),
 // and runs/<mixer>_<task>.jsonl (metrics of every run).
 //
-// Not supported: running mixers in parallel processes (runs are sequential so timings are
-// comparable), per-mixer hyperparameter tuning (the point is identical settings).
+// Parallel runs: `jobs` worker threads train (mixer, task) runs concurrently, one intra-op thread
+// each (on a 2-core machine two 1-thread runs finish sooner than one 2-thread run for models of
+// this size). Results do not depend on the job count; training tokens/s are then measured with
+// `jobs` runs sharing the machine, decode µs/token after all training, one at a time.
+//
+// Not supported: per-mixer hyperparameter tuning (the point is identical settings).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -49,6 +53,7 @@ struct CompareOptions {
   nlohmann::json overrides = nlohmann::json::object();  // config keys applied to every run
   std::string out_dir = "runs/compare";
   bool progress = true;  // one line per run + the trainer's progress lines (stderr)
+  int64_t jobs = 1;      // runs trained at the same time (each with one intra-op thread when > 1)
 };
 
 struct CompareRow {
@@ -65,6 +70,7 @@ struct CompareRow {
   std::string congestion;        // "4" or "3..5", "—"
   std::map<std::string, double> token_acc;   // per task, in [0, 1]
   std::map<std::string, double> answer_acc;  // per task, in [0, 1]
+  std::map<std::string, double> eval_loss;   // per task, held-out cross-entropy per scored token
   double train_tokens_per_s = 0;
   double decode_us_per_token = 0;
   int64_t parameters = 0;
@@ -77,6 +83,7 @@ struct CompareReport {
   std::vector<CompareRow> rows;
   nlohmann::json config_example;  // the resolved config of the first run (settings shared by all)
   double seconds = 0;
+  int64_t jobs = 1;  // concurrent runs used
 };
 
 /// Trains and measures every (mixer, task); writes metrics under out_dir/runs.

@@ -7,9 +7,12 @@
 // Batch format (B batch, T time):
 //   tokens  (B,T) int64  model input
 //   targets (B,T) int64  next-token target: targets[b,t] = tokens[b,t+1]; the last column is kPad
-//   mask    (B,T) float  1 on answer positions (the only positions scored: loss and accuracy)
-//   answer  (B,T) int64  index of the answer a masked position belongs to within its row, -1 else
-//                        (whole-answer accuracy: an answer counts when all its tokens are right)
+//                        (one exception: the multihop link labels below)
+//   mask    (B,T) float  1 on scored positions (the only positions in the loss and the accuracy)
+//   answer  (B,T) int64  index of the query or copied sequence a scored position belongs to within
+//                        its row, -1 elsewhere (whole-answer accuracy: an answer counts when all
+//                        its tokens are right). Multihop link labels are scored but belong to no
+//                        answer, so whole-answer accuracy there is the accuracy of the queries.
 // All rows of one batch have the same length T and the same number of pairs; lengths vary
 // between batches (see "Curriculum").
 //
@@ -35,13 +38,15 @@
 //   followed by its value: "k v"; the position holding k is scored (target v). Queries are
 //   added while they fit in S; what is left is kPad. One answer per query.
 // multihop: as recall, but the value of pair i (i >= 1, context order) is replaced with
-//   probability spec.hop_prob by the key of a uniformly chosen earlier pair j < i. Resolving a
-//   key follows such links until a real value. A query for key k is written as its whole
-//   chain "k c_1 c_2 .. c_m": c_1 .. c_{m-1} are the intermediate keys (the labels of App. C.1)
-//   and c_m is the final value. All m tokens are scored: the position of k predicts c_1, the
-//   position of c_1 predicts c_2, ..., c_{m-1} predicts c_m. The chain is one answer
-//   (whole-answer accuracy = every hop and the final value right). Queries that do not fit are
-//   skipped; pair 0 never has a link, so at least one query always fits.
+//   probability spec.hop_prob by the key of a uniformly chosen earlier pair j < i (a link).
+//   Resolving a key follows links until a real value. Queries are written as in recall,
+//   "k v", where v is the resolved value: the model must follow the whole chain to answer, in
+//   one position (seed 000 §5.2: a chain of associative recalls). The labels on intermediary
+//   keys (App. C.1) sit in the context: the position holding a link key is scored with the
+//   value that link resolves to (targets[b,t] = that value, not tokens[b,t+1]; answer = -1).
+//   They teach the model to resolve chains while it reads the context, which is the state
+//   tracking a recurrence can do in one hop per link and a fixed stack of attention layers only
+//   up to its depth.
 //
 // textcopy (length L, seed 003 §6.5): a span of L byte tokens of a Brown corpus document,
 //   repeated once without a delimiter (mixlab/data/textcopy.h): T = 2L - 1, the mask covers the

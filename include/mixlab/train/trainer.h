@@ -41,7 +41,7 @@ namespace mixlab {
 struct EvalResult {
   double loss = 0;         // mean cross-entropy per answer token
   double token_acc = 0;    // fraction of answer tokens predicted right (argmax)
-  double answer_acc = 0;   // fraction of whole answers (copy: sequence, recall: query) all right
+  double answer_acc = 0;   // fraction of whole answers (copy: sequence, recall/multihop: query) all right
   int64_t answer_tokens = 0;
   int64_t answers = 0;
 };
