@@ -46,7 +46,9 @@ void run_compare(const CompareArgs& a) {
   o.preset = a.preset;
   o.out_dir = a.out;
   o.progress = !a.quiet;
-  o.jobs = a.jobs > 0 ? a.jobs : at::get_num_threads();
+  // Small default-preset models train faster as parallel 1-thread runs; the paper preset's
+  // models need GBs of activations each and use intra-op threads well, so one run at a time.
+  o.jobs = a.jobs > 0 ? a.jobs : (a.preset == "paper" ? 1 : at::get_num_threads());
   for (const auto& kv : a.sets) {
     const auto eq = kv.find('=');
     MIXLAB_CHECK(eq != std::string::npos && eq > 0, "compare: --set expects KEY=VALUE, got '{}'", kv);
@@ -79,7 +81,7 @@ void cmd_compare_register(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--set", args->sets, "Override a config key for every run: --set d_model=128 (repeatable)");
   sub->add_option("--jobs", args->jobs,
-                  "Runs trained at the same time, one intra-op thread each (default: --threads); "
+                  "Runs trained at the same time, one intra-op thread each (default: --threads; 1 for --preset paper); "
                   "results do not depend on it")
       ->check(CLI::PositiveNumber);
   sub->add_flag("--quiet", args->quiet, "No progress lines");

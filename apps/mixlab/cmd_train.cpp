@@ -89,6 +89,8 @@ void run_train(const TrainArgs& a) {
                         {"eval_token_acc", r.eval.token_acc},
                         {"eval_answer_acc", r.eval.answer_acc},
                         {"eval_answers", r.eval.answers},
+                        {"eval_chain_acc", r.eval.chain_acc},
+                        {"eval_chain_queries", r.eval.chain_queries},
                         {"train_loss", r.last_loss},
                         {"train_acc", r.last_acc},
                         {"tokens_per_s", r.tokens_per_s},

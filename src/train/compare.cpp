@@ -236,9 +236,11 @@ CompareReport compare_run(const CompareOptions& o) {
         to.metrics_path = runs_dir + "/" + file_safe(spec) + "_" + task + ".jsonl";
         job.result = trainer->run(to);
         job.model = trainer->model_ptr();
-        log(fmt::format("compare: {} on {}: token acc {:.1f}%, answer acc {:.1f}%, {:.0f}s, {} tok/s\n", spec, task,
-                        100 * job.result.eval.token_acc, 100 * job.result.eval.answer_acc, job.result.seconds,
-                        fmt_rate(job.result.tokens_per_s)));
+        const auto& e = job.result.eval;
+        log(fmt::format("compare: {} on {}: token acc {:.1f}%, answer acc {:.1f}%{}, {:.0f}s, {} tok/s\n", spec, task,
+                        100 * e.token_acc, 100 * e.answer_acc,
+                        e.chain_queries > 0 ? fmt::format(", chain acc {:.1f}%", 100 * e.chain_acc) : "",
+                        job.result.seconds, fmt_rate(job.result.tokens_per_s)));
       } catch (const std::exception& e) {
         job.error = e.what();
       }
@@ -273,6 +275,7 @@ CompareReport compare_run(const CompareOptions& o) {
         row.token_acc[task] = job.result.eval.token_acc;
         row.answer_acc[task] = job.result.eval.answer_acc;
         row.eval_loss[task] = job.result.eval.loss;
+        if (job.result.eval.chain_queries > 0) row.chain_acc[task] = job.result.eval.chain_acc;
         rate_sum += job.result.tokens_per_s;
         row.seconds += job.result.seconds;
         row.parameters = job.parameters;
@@ -448,6 +451,7 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"token_acc", r.token_acc},
               {"answer_acc", r.answer_acc},
               {"eval_loss", r.eval_loss},
+              {"chain_acc", r.chain_acc},
               {"train_tokens_per_s", r.train_tokens_per_s},
               {"decode_us_per_token", r.decode_us_per_token},
               {"parameters", r.parameters},

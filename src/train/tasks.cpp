@@ -57,8 +57,9 @@ struct Rows {
   int64_t B, T;
   std::vector<int64_t> tokens, mask, answer;
   std::vector<int64_t> label;  // >= 0: the target of that position instead of the next token
+  std::vector<int64_t> hops;   // links behind a query's answer, -1 outside queries
   Rows(int64_t b, int64_t t)
-      : B(b), T(t), tokens(b * t, kTokenPad), mask(b * t, 0), answer(b * t, -1), label(b * t, -1) {}
+      : B(b), T(t), tokens(b * t, kTokenPad), mask(b * t, 0), answer(b * t, -1), label(b * t, -1), hops(b * t, -1) {}
 };
 
 void fill_copy_row(Rows& r, int64_t b, int64_t n, int64_t vocab, TaskRng& rng) {
@@ -99,8 +100,11 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
 
   // resolved[i]: the value pair i's key finally stands for (links point to earlier pairs, so one
   // pass in context order resolves every chain).
-  std::vector<int64_t> resolved(n);
-  for (int64_t i = 0; i < n; ++i) resolved[i] = link[i] < 0 ? vals[i] : resolved[link[i]];
+  std::vector<int64_t> resolved(n), depth(n);  // depth[i]: links from pair i to a real value
+  for (int64_t i = 0; i < n; ++i) {
+    resolved[i] = link[i] < 0 ? vals[i] : resolved[link[i]];
+    depth[i] = link[i] < 0 ? 0 : depth[link[i]] + 1;
+  }
 
   // Context: n pair-units and g filler-units in random order.
   const int64_t g = std::max<int64_t>(0, S - 2 - 4 * n);
@@ -134,11 +138,13 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
   int64_t* label = &r.label[b * r.T];
   int64_t answer_index = 0;
   std::vector<int64_t> scored;  // positions in seq whose target is a query's answer
+  std::vector<int64_t> scored_depth;
   for (int64_t q : order) {
     // A query occupies 2 tokens, but its answer is only a target: it must fit within S + 1
     // (the token after position S-1 is the last column's target).
     if (static_cast<int64_t>(seq.size()) + 2 > S + 1) break;
     scored.push_back(static_cast<int64_t>(seq.size()));
+    scored_depth.push_back(depth[q]);
     seq.push_back(keys[q]);
     seq.push_back(resolved[q]);
     ++answer_index;
@@ -149,6 +155,7 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
   for (size_t i = 0; i < scored.size(); ++i) {
     r.mask[b * r.T + scored[i]] = 1;
     r.answer[b * r.T + scored[i]] = static_cast<int64_t>(i);
+    r.hops[b * r.T + scored[i]] = scored_depth[i];
   }
   // Multihop labels (App. C.1): the context position holding a link key is scored with the
   // value that link resolves to. Its target is not the next token, so it is stored as a label
@@ -232,6 +239,7 @@ Batch text_copy_generate(const TaskSpec& spec, int64_t batch_size, int64_t lengt
   out.targets = tb.targets;
   out.mask = tb.mask;
   out.answer = torch::where(tb.mask > 0, torch::zeros_like(tb.inputs), torch::full_like(tb.inputs, -1));
+  out.hops = torch::full_like(tb.inputs, -1);
   out.length = length;
   return out;
 }
@@ -274,6 +282,7 @@ Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, in
   out.targets = torch::where(label >= 0, label, out.targets);
   out.mask = torch::from_blob(rows.mask.data(), {batch_size, T}, i64).to(torch::kFloat32);
   out.answer = torch::from_blob(rows.answer.data(), {batch_size, T}, i64).clone();
+  out.hops = torch::from_blob(rows.hops.data(), {batch_size, T}, i64).clone();
   out.length = length;
   out.pairs = recall ? pairs : 0;
   return out;

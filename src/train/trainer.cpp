@@ -134,6 +134,11 @@ BatchScore batch_score(const torch::Tensor& logits, const Batch& batch) {
   auto present = torch::zeros({B, A}, torch::kInt64).scatter_add_(1, idx, in_answer.to(torch::kInt64)) > 0;
   s.answers = present.sum().item<int64_t>();
   s.correct_answers = (present & (errs == 0)).sum().item<int64_t>();
+  if (batch.hops.defined()) {
+    auto chain = answer_pos & (batch.hops >= 1);
+    s.chains = chain.sum().item<int64_t>();
+    s.correct_chains = s.chains - (wrong & chain).sum().item<int64_t>();
+  }
   return s;
 }
 
@@ -177,7 +182,7 @@ EvalResult Trainer::evaluate() {
   model_->eval();
   EvalResult r;
   double loss_sum = 0;
-  int64_t correct = 0, correct_answers = 0;
+  int64_t correct = 0, correct_answers = 0, correct_chains = 0;
   for (int64_t i = 0; i < config_.eval_batches; ++i) {
     const Batch batch = task_eval_batch(config_.task, config_.eval_batch, i, config_.seed);
     const BatchScore s = batch_score(model_->forward(batch.tokens), batch);
@@ -186,10 +191,13 @@ EvalResult Trainer::evaluate() {
     correct += s.correct_tokens;
     r.answers += s.answers;
     correct_answers += s.correct_answers;
+    r.chain_queries += s.chains;
+    correct_chains += s.correct_chains;
   }
   r.loss = loss_sum / static_cast<double>(r.answer_tokens);
   r.token_acc = static_cast<double>(correct) / static_cast<double>(r.answer_tokens);
   r.answer_acc = r.answers > 0 ? static_cast<double>(correct_answers) / static_cast<double>(r.answers) : 0.0;
+  r.chain_acc = r.chain_queries > 0 ? static_cast<double>(correct_chains) / static_cast<double>(r.chain_queries) : 0.0;
   model_->train();
   return r;
 }
@@ -309,7 +317,7 @@ TrainResult Trainer::run(const TrainOptions& o) {
       const EvalResult e = evaluate();
       if (metrics.is_open()) {
         nlohmann::json j = {{"step", step_}, {"eval_loss", e.loss}, {"eval_acc", e.token_acc},
-                            {"eval_answer_acc", e.answer_acc}};
+                            {"eval_answer_acc", e.answer_acc}, {"eval_chain_acc", e.chain_acc}};
         metrics << j.dump() << "\n" << std::flush;
       }
     }
@@ -326,7 +334,8 @@ TrainResult Trainer::run(const TrainOptions& o) {
     nlohmann::json j = {{"step", step_},
                         {"eval_loss", result.eval.loss},
                         {"eval_acc", result.eval.token_acc},
-                        {"eval_answer_acc", result.eval.answer_acc}};
+                        {"eval_answer_acc", result.eval.answer_acc},
+                        {"eval_chain_acc", result.eval.chain_acc}};
     metrics << j.dump() << "\n" << std::flush;
   }
   return result;

@@ -69,6 +69,9 @@ TEST(TrainTasks, GoldenMultihop) {
                 {3, 3, 5, 9, 7, 12, 8, 12, 4, 5, 9, 8, 12, 5, 9, 4, 9, 7, 12, 0},
                 {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0},
                 {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, -1, 1, -1, 2, -1, 3, -1});
+  // Only the query for 4 follows a link.
+  EXPECT_EQ(flat(b.hops), (std::vector<int64_t>{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, -1, 0, -1, 1, -1,
+                                                0, -1}));
 }
 
 // Format invariants on many random batches: targets are the next token, copy answers are the
@@ -146,6 +149,9 @@ TEST(TrainTasks, FormatInvariants) {
           if (!msk[u]) continue;
           ASSERT_EQ(value_of.count(tok[u]), 1u) << "scored input is not a stored key";
           EXPECT_EQ(tgt[u], resolve(tok[u]));
+          int64_t links = 0;
+          for (int64_t v = value_of.at(tok[u]); v < kFirstContentToken + 18; v = value_of.at(v)) ++links;
+          EXPECT_EQ(flat(b.hops[r])[u], links);
           EXPECT_GE(tgt[u], kFirstContentToken + 18);  // a value token, never a key
           EXPECT_EQ(flat(b.answer[r])[u], next_answer++);
           if (u + 1 < T) EXPECT_EQ(tok[u + 1], tgt[u]);

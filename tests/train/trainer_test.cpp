@@ -114,10 +114,13 @@ TEST(TrainTrainer, ScoreKeepsLinkLabelsOutOfAnswers) {
   EXPECT_EQ(sc.correct_tokens, 4);
   EXPECT_EQ(sc.answers, 4);
   EXPECT_EQ(sc.correct_answers, 4);
+  EXPECT_EQ(sc.chains, 1);  // the query for 4 (4 -> 5 -> 9)
+  EXPECT_EQ(sc.correct_chains, 1);
   logits[0][16][b.targets[0][16].item<int64_t>()] = -20.0;  // and the two-hop query wrong
   sc = batch_score(logits, b);
   EXPECT_EQ(sc.correct_tokens, 3);
   EXPECT_EQ(sc.correct_answers, 3);
+  EXPECT_EQ(sc.correct_chains, 0);
 }
 
 TEST(TrainTrainer, ResumeIsBitExact) {

@@ -71,6 +71,7 @@ struct CompareRow {
   std::map<std::string, double> token_acc;   // per task, in [0, 1]
   std::map<std::string, double> answer_acc;  // per task, in [0, 1]
   std::map<std::string, double> eval_loss;   // per task, held-out cross-entropy per scored token
+  std::map<std::string, double> chain_acc;   // multihop: accuracy on queries that follow >= 1 link
   double train_tokens_per_s = 0;
   double decode_us_per_token = 0;
   int64_t parameters = 0;

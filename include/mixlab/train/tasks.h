@@ -9,6 +9,8 @@
 //   targets (B,T) int64  next-token target: targets[b,t] = tokens[b,t+1]; the last column is kPad
 //                        (one exception: the multihop link labels below)
 //   mask    (B,T) float  1 on scored positions (the only positions in the loss and the accuracy)
+//   hops    (B,T) int64  on query positions of recall/multihop: the links the answer follows
+//                        (0: the stored value itself, k >= 1: a chain of k links); -1 elsewhere
 //   answer  (B,T) int64  index of the query or copied sequence a scored position belongs to within
 //                        its row, -1 elsewhere (whole-answer accuracy: an answer counts when all
 //                        its tokens are right). Multihop link labels are scored but belong to no
@@ -93,6 +95,7 @@ struct Batch {
   torch::Tensor targets;  // (B,T) int64
   torch::Tensor mask;     // (B,T) float32
   torch::Tensor answer;   // (B,T) int64, -1 outside answers
+  torch::Tensor hops;     // (B,T) int64, links behind a query's answer, -1 outside queries
   int64_t length = 0;     // the task length used (copy: n, recall/multihop: S)
   int64_t pairs = 0;      // the pair count used (0 for copy)
 };

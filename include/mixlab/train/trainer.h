@@ -44,12 +44,18 @@ struct EvalResult {
   double answer_acc = 0;   // fraction of whole answers (copy: sequence, recall/multihop: query) all right
   int64_t answer_tokens = 0;
   int64_t answers = 0;
+  // Multihop: accuracy on the queries whose answer follows at least one link (the chains), and
+  // how many there were; the queries answered by a stored value are plain recall. 0 / 0 for
+  // the other tasks.
+  double chain_acc = 0;
+  int64_t chain_queries = 0;
 };
 
 /// Loss and metrics of logits (B,T,V) against a batch. `loss` keeps the autograd graph.
 struct BatchScore {
   torch::Tensor loss;  // scalar
   int64_t correct_tokens = 0, answer_tokens = 0, correct_answers = 0, answers = 0;
+  int64_t correct_chains = 0, chains = 0;  // query positions with hops >= 1
   int64_t batch_tokens = 0;  // B*T, all positions the model processed
 };
 BatchScore batch_score(const torch::Tensor& logits, const Batch& batch);
