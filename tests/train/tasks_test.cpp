@@ -55,13 +55,7 @@ TEST(TrainTasks, GoldenRecall) {
 
 // Vocabulary 14: keys 4..8, values 9..13. S = 20, 4 pairs, 2 fillers, links with probability 0.6.
 TEST(TrainTasks, GoldenMultihop) {
-  TaskSpec s;
-  s.name = "multihop";
-  s.vocab = 14;
-  s.length = 20;
-  s.pairs = 4;
-  s.hop_prob = 0.6;
-  const Batch b = task_generate(s, 1, 20, 4, 11);
+  const Batch b = golden_multihop_batch();
   // Context: (5 9) (7 12) (8 12) (4 5): pair 3's value is a link to key 5 (pair 0), so position
   // 10 (the link key 5) is labelled with 9, the value it resolves to, instead of its next token.
   // Queries: 8 -> 12; 5 -> 9; 4 -> 9 (two hops: 4 -> 5 -> 9); 7 -> 12.

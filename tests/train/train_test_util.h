@@ -10,6 +10,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/mixers/mixer.h"
 #include "mixlab/train/model.h"
+#include "mixlab/train/tasks.h"
 #include "support/expect_error.h"
 
 namespace mixlab {
@@ -50,6 +51,19 @@ class CumulativeMeanMixer : public Mixer {
 
 inline MixerFactory test_mixer_factory() {
   return [](const MixerDims& d) { return std::make_shared<CumulativeMeanMixer>(d); };
+}
+
+/// The golden multihop batch (tasks_test.cpp spells out its tokens): vocabulary 14 (keys 4..8,
+/// values 9..13), S = 20, 4 pairs, links with probability 0.6, seed 11. One query (for key 4)
+/// follows a link; position 10 is that link's label.
+inline Batch golden_multihop_batch() {
+  TaskSpec s;
+  s.name = "multihop";
+  s.vocab = 14;
+  s.length = 20;
+  s.pairs = 4;
+  s.hop_prob = 0.6;
+  return task_generate(s, 1, 20, 4, 11);
 }
 
 /// The shared helper under the name the train tests use.

@@ -97,13 +97,7 @@ TEST(TrainTrainer, ScoreCountsAnswers) {
 // Multihop link labels are scored tokens but belong to no answer: a wrong label lowers token
 // accuracy and leaves whole-answer (query) accuracy alone.
 TEST(TrainTrainer, ScoreKeepsLinkLabelsOutOfAnswers) {
-  TaskSpec s;
-  s.name = "multihop";
-  s.vocab = 14;
-  s.length = 20;
-  s.pairs = 4;
-  s.hop_prob = 0.6;
-  const Batch b = task_generate(s, 1, 20, 4, 11);  // the golden batch of tasks_test.cpp
+  const Batch b = golden_multihop_batch();
   ASSERT_EQ(b.answer[0][10].item<int64_t>(), -1);
   ASSERT_EQ(b.mask[0][10].item<float>(), 1.0f);
   auto logits = torch::full({1, 20, 14}, -10.0);
