@@ -126,10 +126,12 @@ TEST(TrainCli, CompareErrors) {
 
 TEST(TrainCli, CompareWritesTableCsvJsonPng) {
   const std::string dir = temp_dir("compare");
-  auto r = run_mixlab(std::string("compare --tasks copy,recall --mixers attention,nosuchmixer:3 --steps 2 ") + kTiny +
-                      " --set length=8 --set pairs=1 --out " + dir);
+  auto r = run_mixlab(std::string("compare --tasks copy,multihop --mixers attention,nosuchmixer:3 --steps 2 ") + kTiny +
+                      " --set length=12 --set pairs=3 --out " + dir);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("| structure | cost | time/tok | cache | path | congestion | copy % | recall %"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| structure | cost | time/tok | cache | path | congestion | copy % | multihop % | chains %"),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("nosuchmixer:3 | skipped: mixer family 'nosuchmixer' is not registered"), std::string::npos)
       << r.output;
   for (const char* f : {"compare.csv", "compare.json", "compare.png"}) EXPECT_TRUE(fs::exists(dir + "/" + f)) << f;
@@ -138,12 +140,15 @@ TEST(TrainCli, CompareWritesTableCsvJsonPng) {
   EXPECT_EQ(j["rows"][0]["mixer"], "attention");
   EXPECT_TRUE(j["rows"][0]["ran"].get<bool>());
   EXPECT_EQ(j["rows"][0]["pattern"], "causal");
-  EXPECT_TRUE(j["rows"][0]["token_acc"].contains("recall"));
+  EXPECT_TRUE(j["rows"][0]["token_acc"].contains("multihop"));
+  EXPECT_TRUE(j["rows"][0]["eval_loss"].contains("multihop"));
+  EXPECT_EQ(j["jobs"], 1);  // the tests run mixlab with --threads 1
   EXPECT_FALSE(j["rows"][1]["ran"].get<bool>());
   std::ifstream csv(dir + "/compare.csv");
   std::string header;
   std::getline(csv, header);
   EXPECT_NE(header.find("copy_token_acc"), std::string::npos) << header;
+  EXPECT_NE(header.find("multihop_chain_acc"), std::string::npos) << header;
 }
 
 // toeplitz-index on a trained Toeplitz model: one row per head; errors for a missing checkpoint
