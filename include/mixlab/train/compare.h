@@ -22,8 +22,10 @@
 //
 // Parallel runs: `jobs` worker threads train (mixer, task) runs concurrently, one intra-op thread
 // each (on a 2-core machine two 1-thread runs finish sooner than one 2-thread run for models of
-// this size). Results do not depend on the job count; training tokens/s are then measured with
-// `jobs` runs sharing the machine, decode µs/token after all training, one at a time.
+// this size). A run's result depends on its config and its intra-op thread count (which sets
+// the order of floating-point reductions), not on the job count: jobs = 1 at one thread and
+// jobs = 2 give the same table bit for bit. Training tokens/s are measured with `jobs` runs
+// sharing the machine, decode µs/token after all training, one model at a time.
 //
 // Not supported: per-mixer hyperparameter tuning (the point is identical settings).
 #pragma once
