@@ -282,14 +282,8 @@ CompareReport compare_run(const CompareOptions& o) {
         if (job.model->dims().max_len >= T) decode_model = job.model;
       }
       row.train_tokens_per_s = rate_sum / static_cast<double>(o.tasks.size());
-      if (!decode_model) {  // cannot happen (T is the longest task's length); kept for safety
-        TrainConfig c = compare_config(o.preset, o.tasks.front(), mixers[m], o.overrides);
-        for (const auto& t : o.tasks) {
-          const TrainConfig ct = compare_config(o.preset, t, mixers[m], o.overrides);
-          if (task_sequence_length(ct.task, ct.task.length) == T) c = ct;
-        }
-        decode_model = Trainer(c).model_ptr();
-      }
+      // T is the longest task's sequence, and each model is sized for its own task.
+      MIXLAB_ASSERT(decode_model != nullptr, "compare: no model of {} holds T = {}", mixers[m], T);
       row.decode_us_per_token = decode_us_per_token(*decode_model, T);
       fill_analysis(row, decode_model->blocks().front()->mixer(), T);
       row.ran = true;
