@@ -3,6 +3,7 @@
 # so that a test of one area links only what it needs, and an area under construction cannot
 # break the build of an unrelated one.
 set(MIXLAB_AREA_TARGETS "")
+set(MIXLAB_AREA_NAMES "")
 function(mixlab_add_area area)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${area}/*.cpp)
@@ -24,4 +25,18 @@ function(mixlab_add_area area)
     target_precompile_headers(mixlab_${area} REUSE_FROM mixlab_pch)
   endif()
   set(MIXLAB_AREA_TARGETS ${MIXLAB_AREA_TARGETS} mixlab_${area} PARENT_SCOPE)
+  set(MIXLAB_AREA_NAMES ${MIXLAB_AREA_NAMES} ${area} PARENT_SCOPE)
+  set(MIXLAB_AREA_DEPS_${area} ${ARG_DEPS} PARENT_SCOPE)
+endfunction()
+
+# Writes one line per area, "<area>: <direct deps...>", in declaration order: the input of the
+# layering check (tests/architecture/check_layering.cmake), so the check reads the same DEPS the
+# build links.
+function(mixlab_write_area_deps file)
+  set(text "")
+  foreach(area ${MIXLAB_AREA_NAMES})
+    string(REPLACE ";" " " deps "${MIXLAB_AREA_DEPS_${area}}")
+    string(APPEND text "${area}: ${deps}\n")
+  endforeach()
+  file(WRITE ${file} "${text}")
 endfunction()

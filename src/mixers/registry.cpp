@@ -5,8 +5,8 @@
 #include <iterator>
 
 #include "mixlab/core/error.h"
-#include "mixlab/mixers/attention.h"
-#include "mixlab/mixers/ssm.h"
+#include "mixlab/attention/attention.h"
+#include "mixlab/resolvent/ssm.h"
 #include "mixlab/resolvent/resolvent_mixer.h"
 #include "mixlab/scan/affine_mixer.h"
 #include "mixlab/toeplitz/toeplitz_mixer.h"

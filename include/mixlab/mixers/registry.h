@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "mixlab/mixers/mixer.h"
+#include "mixlab/mixer/mixer.h"
 
 namespace mixlab {
 

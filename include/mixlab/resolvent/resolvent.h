@@ -46,7 +46,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "mixlab/mixers/mixer.h"
+#include "mixlab/mixer/mixer.h"
 #include "mixlab/pattern/pattern.h"
 
 namespace mixlab {

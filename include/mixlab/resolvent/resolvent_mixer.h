@@ -31,7 +31,7 @@
 
 #include <string>
 
-#include "mixlab/mixers/mixer.h"
+#include "mixlab/mixer/mixer.h"
 #include "mixlab/pattern/pattern.h"
 #include "mixlab/resolvent/resolvent.h"
 

@@ -37,7 +37,7 @@
 #include <array>
 #include <string>
 
-#include "mixlab/mixers/mixer.h"
+#include "mixlab/mixer/mixer.h"
 #include "mixlab/scan/affine.h"
 
 namespace mixlab {

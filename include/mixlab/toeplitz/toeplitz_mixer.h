@@ -32,7 +32,7 @@
 #include <memory>
 #include <string>
 
-#include "mixlab/mixers/mixer.h"
+#include "mixlab/mixer/mixer.h"
 #include "mixlab/toeplitz/toeplitz.h"
 
 namespace mixlab {

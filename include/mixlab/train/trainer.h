@@ -33,7 +33,7 @@
 #include <string>
 
 #include "mixlab/train/config.h"
-#include "mixlab/train/model.h"
+#include "mixlab/model/model.h"
 #include "mixlab/train/tasks.h"
 
 namespace mixlab {

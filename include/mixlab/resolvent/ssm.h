@@ -1,4 +1,4 @@
-// mixlab/mixers/ssm.h — `ssm[:N]`: the diagonal SSM row of seed 000 Table 1, with Mamba's
+// mixlab/resolvent/ssm.h — `ssm[:N]`: the diagonal SSM row of seed 000 Table 1, with Mamba's
 // parameterisation (seed 000 App. A.4, eq. 21–22), state expansion N (default 16).
 //
 //   u, z = in_proj(x)                         (B,T,C) each
@@ -15,7 +15,7 @@
 // log-uniformly, D = 1. Not supported: the depthwise convolution of the Mamba block.
 #pragma once
 
-#include "mixlab/mixers/mixer.h"
+#include "mixlab/mixer/mixer.h"
 
 namespace mixlab {
 

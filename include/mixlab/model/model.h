@@ -1,4 +1,4 @@
-// mixlab/train/model.h — the GPT-2-style decoder every mixer is trained in (seed 000 §5.1).
+// mixlab/model/model.h — the GPT-2-style decoder every mixer is trained in (seed 000 §5.1).
 //
 //   tokens (B,T) -> embedding (B,T,C)
 //   per block:  x = x + mixer(LN_1(x));  x = x + W_2 GELU(W_1 LN_2(x))   (MLP width r*C)
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "mixlab/mixers/mixer.h"
+#include "mixlab/mixer/mixer.h"
 
 namespace mixlab {
 

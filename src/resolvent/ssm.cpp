@@ -1,4 +1,4 @@
-#include "mixlab/mixers/ssm.h"
+#include "mixlab/resolvent/ssm.h"
 
 #include <cmath>
 

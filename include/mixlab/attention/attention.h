@@ -1,4 +1,4 @@
-// mixlab/mixers/attention.h — causal softmax attention (`attention`) and sliding-window
+// mixlab/attention/attention.h — causal softmax attention (`attention`) and sliding-window
 // attention (`local:W`), the two attention rows of seed 000 Table 1.
 //
 // Both: x (B,T,C) → qkv projection → H heads of D = C/H → RoPE on q, k → softmax(q kᵀ/√D + mask)
@@ -13,8 +13,8 @@
 // Not supported: dropout, ALiBi, grouped-query heads.
 #pragma once
 
-#include "mixlab/mixers/kv_cache.h"
-#include "mixlab/mixers/mixer.h"
+#include "mixlab/attention/kv_cache.h"
+#include "mixlab/mixer/mixer.h"
 
 namespace mixlab {
 

@@ -3,8 +3,9 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/mixers/registry.h"
-#include "mixlab/train/model.h"
-#include "train_test_util.h"
+#include "mixlab/model/model.h"
+#include "support/expect_error.h"
+#include "support/test_mixer.h"
 
 namespace mixlab {
 namespace {
@@ -79,14 +80,14 @@ TEST(TrainModel, TiedHeadAndParameterCount) {
 TEST(TrainModel, ArgumentErrors) {
   torch::manual_seed(5);
   DecoderModel model(small_dims(), test_mixer_factory());
-  expect_error_contains([&] { model.forward(torch::zeros({4}, torch::kInt64)); },
+  expect_error([&] { model.forward(torch::zeros({4}, torch::kInt64)); },
                         "DecoderModel::forward: tokens must have 2 dimensions");
-  expect_error_contains([&] { model.forward(torch::zeros({1, 4})); }, "tokens must be int64");
-  expect_error_contains([&] { model.forward(torch::zeros({1, 33}, torch::kInt64)); }, "exceeds max_len = 32");
+  expect_error([&] { model.forward(torch::zeros({1, 4})); }, "tokens must be int64");
+  expect_error([&] { model.forward(torch::zeros({1, 33}, torch::kInt64)); }, "exceeds max_len = 32");
   auto state = model.init_state(2);
-  expect_error_contains([&] { model.step(state, torch::zeros({2, 1}, torch::kInt64)); },
+  expect_error([&] { model.step(state, torch::zeros({2, 1}, torch::kInt64)); },
                         "DecoderModel::step: tokens_t must have 1 dimensions");
-  expect_error_contains([&] { DecoderModel bad(small_dims(), [](const MixerDims&) { return MixerPtr(); }); },
+  expect_error([&] { DecoderModel bad(small_dims(), [](const MixerDims&) { return MixerPtr(); }); },
                         "factory returned null");
 }
 

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "mixlab/core/error.h"
-#include "mixlab/mixers/kv_cache.h"
+#include "mixlab/attention/kv_cache.h"
 
 TEST(KvCache, FullCacheKeepsEveryPositionAndGrowsGeometrically) {
   mixlab::KvCacheState s(2, 3, 4, 0, torch::TensorOptions().dtype(torch::kFloat));

@@ -1,11 +1,11 @@
-// mixlab/mixers/kv_cache.h — the decode state of attention-like mixers: keys and values of past
+// mixlab/attention/kv_cache.h — the decode state of attention-like mixers: keys and values of past
 // positions, either all of them (growing by doubling) or the last W (a ring buffer).
 //
 // Shapes: k, v (B,H,capacity,D). Memory reported = bytes of the held buffers (capacity, not just
 // the used part), since that is what the process holds.
 #pragma once
 
-#include "mixlab/mixers/mixer.h"
+#include "mixlab/mixer/mixer.h"
 
 namespace mixlab {
 

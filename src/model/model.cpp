@@ -1,5 +1,5 @@
 // Decoder backbone: embedding, pre-LN blocks (mixer + GELU MLP), final LN, tied head.
-#include "mixlab/train/model.h"
+#include "mixlab/model/model.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "mixlab/mixers/kv_cache.h"
+#include "mixlab/attention/kv_cache.h"
 
 #include "mixlab/core/tensor_checks.h"
 

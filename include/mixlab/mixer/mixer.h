@@ -1,4 +1,4 @@
-// mixlab/mixers/mixer.h — the one interface every token mixer implements.
+// mixlab/mixer/mixer.h — the one interface every token mixer implements.
 //
 // A mixer maps x (B,T,C) -> y (B,T,C) causally, and can decode one token at a time:
 //   auto state = mixer->init_state(B);

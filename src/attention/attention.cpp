@@ -1,4 +1,4 @@
-#include "mixlab/mixers/attention.h"
+#include "mixlab/attention/attention.h"
 
 #include <cmath>
 
