@@ -203,24 +203,24 @@ uint64_t task_seed_mix(uint64_t seed, uint64_t stream, uint64_t index) {
 
 void task_validate(const TaskSpec& spec) {
   const auto& names = task_names();
-  MIXLAB_CHECK(std::find(names.begin(), names.end(), spec.name) != names.end(),
-               "task: unknown task '{}' (known: {})", spec.name, fmt::join(names, ", "));
+  MIXLAB_CHECK(std::find(names.begin(), names.end(), spec.name) != names.end(), "task: unknown task '{}' (known: {})",
+               spec.name, fmt::join(names, ", "));
   MIXLAB_CHECK(spec.vocab >= 8, "task {}: vocab must be >= 8 (4 special tokens + content), got {}", spec.name,
                spec.vocab);
   MIXLAB_CHECK(spec.name != "textcopy" || spec.vocab >= Corpus::kVocabSize,
                "task textcopy: vocab must be >= {} (byte tokens), got {}", Corpus::kVocabSize, spec.vocab);
-  MIXLAB_CHECK(spec.length >= min_length(spec), "task {}: length must be >= {}, got {}", spec.name,
-               min_length(spec), spec.length);
+  MIXLAB_CHECK(spec.length >= min_length(spec), "task {}: length must be >= {}, got {}", spec.name, min_length(spec),
+               spec.length);
   if (is_recall_like(spec.name)) {
     MIXLAB_CHECK(spec.pairs >= 1, "task {}: pairs must be >= 1, got {}", spec.name, spec.pairs);
     MIXLAB_CHECK(spec.pairs <= key_count(spec),
-                 "task {}: pairs ({}) must be <= the number of key tokens (vocab - 4) / 2 = {}; raise vocab",
-                 spec.name, spec.pairs, key_count(spec));
+                 "task {}: pairs ({}) must be <= the number of key tokens (vocab - 4) / 2 = {}; raise vocab", spec.name,
+                 spec.pairs, key_count(spec));
     MIXLAB_CHECK(spec.pairs <= max_pairs_for(spec.length),
                  "task {}: pairs ({}) must be <= (length - 4) / 2 = {} so that a query fits", spec.name, spec.pairs,
                  max_pairs_for(spec.length));
-    MIXLAB_CHECK(spec.hop_prob >= 0.0 && spec.hop_prob <= 1.0, "task {}: hop_prob must be in [0, 1], got {}",
-                 spec.name, spec.hop_prob);
+    MIXLAB_CHECK(spec.hop_prob >= 0.0 && spec.hop_prob <= 1.0, "task {}: hop_prob must be in [0, 1], got {}", spec.name,
+                 spec.hop_prob);
   }
 }
 

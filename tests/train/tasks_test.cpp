@@ -1,12 +1,12 @@
 // Task generators: golden batches from a fixed seed, format invariants, curriculum, determinism.
+#include "mixlab/train/tasks.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 
-#include "mixlab/train/tasks.h"
 #include "train_test_util.h"
-
 
 namespace mixlab {
 namespace {
@@ -34,10 +34,8 @@ TEST(TrainTasks, GoldenCopy) {
   s.length = 3;
   const Batch b = task_generate(s, 2, 3, 0, 42);
   ASSERT_EQ(b.tokens.sizes(), (std::vector<int64_t>{2, 7}));
-  expect_golden(b, {1, 6, 4, 7, 2, 6, 4, /**/ 1, 4, 4, 5, 2, 4, 4},
-                {6, 4, 7, 2, 6, 4, 7, /**/ 4, 4, 5, 2, 4, 4, 5},
-                {0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1},
-                {-1, -1, -1, -1, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0});
+  expect_golden(b, {1, 6, 4, 7, 2, 6, 4, /**/ 1, 4, 4, 5, 2, 4, 4}, {6, 4, 7, 2, 6, 4, 7, /**/ 4, 4, 5, 2, 4, 4, 5},
+                {0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1}, {-1, -1, -1, -1, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0});
 }
 
 // Vocabulary 12: keys 4..7, values 8..11. S = 12, 2 pairs: g = 12 - 2 - 8 = 2 fillers (3).
@@ -64,8 +62,8 @@ TEST(TrainTasks, GoldenMultihop) {
                 {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0},
                 {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, -1, 1, -1, 2, -1, 3, -1});
   // Only the query for 4 follows a link.
-  EXPECT_EQ(flat(b.hops), (std::vector<int64_t>{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, -1, 0, -1, 1, -1,
-                                                0, -1}));
+  EXPECT_EQ(flat(b.hops),
+            (std::vector<int64_t>{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, -1, 0, -1, 1, -1, 0, -1}));
 }
 
 // Format invariants on many random batches: targets are the next token, copy answers are the
