@@ -9,6 +9,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libcairo2-dev libglpk-dev
+  clang-format
 )
 # Node.js/npm only fetch the corpus; a machine that already has npm (e.g. from NodeSource,
 # whose nodejs conflicts with Debian's npm) keeps its own.

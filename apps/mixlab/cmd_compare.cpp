@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "mixlab/core/error.h"
-#include "mixlab/train/compare.h"
+#include "mixlab/train/compare_report.h"
 
 namespace mixlab::cli {
 namespace {
@@ -75,7 +75,7 @@ void cmd_compare_register(CLI::App& app) {
   sub->add_option("--tasks", args->tasks, "Comma-separated tasks (default copy,recall,multihop)");
   sub->add_option("--mixers", args->mixers, "Comma-separated mixer specs, or 'all' (Table 1's nine)");
   sub->add_option("--preset", args->preset, "default (CPU, <= 10 min) or paper (seed 000 App. C.3)")
-      ->check(CLI::IsMember({"default", "paper"}));
+      ->check(CLI::IsMember(compare_presets()));
   sub->add_option("--out", args->out, "Output directory for CSV, JSON, PNG (default runs/compare)");
   sub->add_option("--steps", args->steps, "Training steps per run (overrides the preset)")->check(CLI::PositiveNumber);
   sub->add_option("--set", args->sets, "Override a config key for every run: --set d_model=128 (repeatable)");

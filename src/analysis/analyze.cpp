@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "mixlab/analysis/congestion.h"
+#include "mixlab/analysis/format.h"
 #include "mixlab/core/error.h"
 #include "row_source.h"
 
@@ -118,12 +119,6 @@ void fill_congestion(const Pattern& p, int64_t T, const AnalyzeOptions& opt, Con
   }
 }
 
-std::string int_cell(int64_t v) {
-  if (v == kAnalysisInf) return "inf";
-  if (v == kAnalysisNone) return "-";
-  return std::to_string(v);
-}
-
 nlohmann::json int_json(int64_t v) {
   if (v == kAnalysisInf) return "inf";
   if (v == kAnalysisNone) return nullptr;
@@ -219,27 +214,23 @@ nlohmann::json analysis_report_json(const PatternReport& r) {
 
 namespace {
 
-std::string sp_max_cell(const ShortestPathStats& s) {
-  if (s.infinite) return "inf";
-  return (s.exact ? "" : ">=") + std::to_string(s.max);
-}
 std::string sp_mean_cell(const ShortestPathStats& s) {
-  if (s.infinite) return "inf";
+  if (s.infinite) return "∞";
   return (s.exact ? "" : "~") + fmt::format("{:.2f}", s.mean);
 }
 std::string route_cell(const CongestionReport& c) {
-  if (c.shifted != kAnalysisNone) return int_cell(c.shifted);
-  if (c.shortest != kAnalysisNone) return int_cell(c.shortest) + "s";
-  return "-";
+  if (c.shifted != kAnalysisNone) return format_bound(c.shifted);
+  if (c.shortest != kAnalysisNone) return format_bound(c.shortest) + "s";
+  return "—";
 }
 std::string heur_cell(const CongestionReport& c) {
-  if (c.heuristic != kAnalysisNone) return int_cell(c.heuristic);
+  if (c.heuristic != kAnalysisNone) return format_bound(c.heuristic);
   if (c.heuristic_status.rfind("skipped", 0) == 0) return "skip";
-  return "-";
+  return "—";
 }
 std::string exact_cell(const CongestionReport& c) {
-  if (c.exact == kAnalysisNone) return c.exact_status.rfind("not run (n >", 0) == 0 ? "n>max" : "-";
-  return int_cell(c.exact) + (c.exact_status.rfind("optimal", 0) == 0 ? "" : "*");
+  if (c.exact == kAnalysisNone) return c.exact_status.rfind("not run (n >", 0) == 0 ? "n>max" : "—";
+  return format_bound(c.exact) + (c.exact_status.rfind("optimal", 0) == 0 ? "" : "*");
 }
 
 }  // namespace
@@ -255,21 +246,22 @@ std::string analysis_report_text(const PatternReport& r) {
                      r.time_class);
   out += fmt::format("cache          max {}, mean {:.2f} positions kept after a step  paper: {}\n", r.cache_max,
                      r.cache_mean, r.cache_class);
-  out += fmt::format("shortest path  max {}, mean {}  ({}{}", sp_max_cell(s), sp_mean_cell(s), s.method,
+  out += fmt::format("shortest path  max {}, mean {}  ({}{}", format_shortest_path(s), sp_mean_cell(s), s.method,
                      s.exact ? ", all pairs" : fmt::format(", {} of {} sources: max is a lower bound", s.sources, r.T));
   if (s.infinite)
     out += fmt::format("; {} of {} pairs unreachable; reachable max {}, mean {:.2f}", s.unreachable_pairs, s.pairs,
                        s.max, s.mean);
   out += ")\n";
   out += fmt::format("congestion     copy task on 2n nodes, n = {}\n", c.n);
-  out += fmt::format("  d_min        {}\n", int_cell(c.d_min));
-  out += fmt::format("  Prop. 4.7    {}  (ceil((d_min + 1) / 2))\n", int_cell(c.prop47));
-  out += fmt::format("  lower bound  {}  ({})\n", int_cell(c.lower_bound), c.lower_bound_source);
-  if (c.shifted != kAnalysisNone) out += fmt::format("  shifted      {}  (Prop. 4.8 routing)\n", int_cell(c.shifted));
+  out += fmt::format("  d_min        {}\n", format_bound(c.d_min));
+  out += fmt::format("  Prop. 4.7    {}  (ceil((d_min + 1) / 2))\n", format_bound(c.prop47));
+  out += fmt::format("  lower bound  {}  ({})\n", format_bound(c.lower_bound), c.lower_bound_source);
+  if (c.shifted != kAnalysisNone)
+    out += fmt::format("  shifted      {}  (Prop. 4.8 routing)\n", format_bound(c.shifted));
   if (c.shortest != kAnalysisNone)
-    out += fmt::format("  shortest     {}  (shortest-path routing)\n", int_cell(c.shortest));
-  out += fmt::format("  heuristic    {}  ({})\n", int_cell(c.heuristic), c.heuristic_status);
-  out += fmt::format("  exact        {}  ({})\n", int_cell(c.exact), c.exact_status);
+    out += fmt::format("  shortest     {}  (shortest-path routing)\n", format_bound(c.shortest));
+  out += fmt::format("  heuristic    {}  ({})\n", format_bound(c.heuristic), c.heuristic_status);
+  out += fmt::format("  exact        {}  ({})\n", format_bound(c.exact), c.exact_status);
   return out;
 }
 
@@ -293,16 +285,16 @@ std::string analysis_table_text(const std::vector<PatternReport>& reports) {
     if (name.size() > 21) name = name.substr(0, 21);
     const auto& c = r.congestion;
     out += fmt::format(kRow, name, r.spec, r.time_class, r.cost_max, fmt::format("{:.1f}", r.cost_mean), r.cache_class,
-                       r.cache_max, sp_max_cell(r.shortest_path), sp_mean_cell(r.shortest_path),
-                       int_cell(c.lower_bound), route_cell(c), heur_cell(c), exact_cell(c));
+                       r.cache_max, format_shortest_path(r.shortest_path), sp_mean_cell(r.shortest_path),
+                       format_bound(c.lower_bound), route_cell(c), heur_cell(c), exact_cell(c));
   }
   out +=
       "time: past positions read per token (the A row reads one more). cache: positions kept after a step.\n"
-      "shortest path over all pairs j < i; '>=' and '~': from evenly spaced sources only (graph too large);\n"
-      "inf: some pair unreachable (B = 0 beyond the window). congestion: lb = ceil((d+1)/2) (Prop. 4.7) or\n"
+      "shortest path over all pairs j < i; '≥' and '~': from evenly spaced sources only (graph too large);\n"
+      "∞: some pair unreachable (B = 0 beyond the window). congestion: lb = ceil((d+1)/2) (Prop. 4.7) or\n"
       "its counting argument per path when larger (non translation-invariant patterns);\n"
-      "route = shifted routing (Prop. 4.8), 's' = shortest-path routing; heur = rip-up-and-reroute ('-': not\n"
-      "needed, bounds meet or paths forced; skip: n or work above the cap); exact = integer program ('-': not\n"
+      "route = shifted routing (Prop. 4.8), 's' = shortest-path routing; heur = rip-up-and-reroute ('—': not\n"
+      "needed, bounds meet or paths forced; skip: n or work above the cap); exact = integer program ('—': not\n"
       "run, '*': not proven optimal, n>max: n above --exact-max-n).\n";
   return out;
 }

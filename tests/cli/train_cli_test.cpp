@@ -124,15 +124,24 @@ TEST(TrainCli, CompareErrors) {
   expect_failure("compare --tasks copy --steps 10 --set warmup=20", "key 'warmup' must be in [0, steps=10]");
 }
 
+// Every spec is checked before any training: a typo in the last mixer fails at once, an unknown
+// family is an error (not a skipped row), and nothing is written.
+TEST(TrainCli, CompareRejectsEveryBadSpecBeforeTraining) {
+  const std::string dir = temp_dir("compare_bad_spec");
+  const std::string out = " --steps 2000 --out " + dir + "/out";
+  expect_failure("compare --tasks copy --mixers attention,resolvent:pwo2" + out, "pwo2");
+  expect_failure("compare --tasks copy --mixers attention,nosuchmixer:3" + out, "nosuchmixer");
+  expect_failure("compare --tasks copy --mixers bogus,alsobogus" + out, "bogus");
+  expect_failure("compare --tasks copy --mixers attention,local:0" + out, "local:0");
+  EXPECT_FALSE(fs::exists(dir + "/out")) << "a rejected compare must not create its output directory";
+}
+
 TEST(TrainCli, CompareWritesTableCsvJsonPng) {
   const std::string dir = temp_dir("compare");
-  auto r = run_mixlab(std::string("compare --tasks copy,multihop --mixers attention,nosuchmixer:3 --steps 2 ") + kTiny +
+  auto r = run_mixlab(std::string("compare --tasks copy,multihop --mixers attention,local:4 --steps 2 ") + kTiny +
                       " --set length=12 --set pairs=3 --out " + dir);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("| structure | cost | time/tok | cache | path | congestion | copy % | multihop % | chains %"),
-            std::string::npos)
-      << r.output;
-  EXPECT_NE(r.output.find("nosuchmixer:3 | skipped: mixer family 'nosuchmixer' is not registered"), std::string::npos)
+  EXPECT_NE(r.output.find("| time/tok | cache | path | congestion | copy % | multihop % | chains %"), std::string::npos)
       << r.output;
   for (const char* f : {"compare.csv", "compare.json", "compare.png"}) EXPECT_TRUE(fs::exists(dir + "/" + f)) << f;
   const auto j = nlohmann::json::parse(std::ifstream(dir + "/compare.json"));
@@ -143,7 +152,8 @@ TEST(TrainCli, CompareWritesTableCsvJsonPng) {
   EXPECT_TRUE(j["rows"][0]["token_acc"].contains("multihop"));
   EXPECT_TRUE(j["rows"][0]["eval_loss"].contains("multihop"));
   EXPECT_EQ(j["jobs"], 1);  // the tests run mixlab with --threads 1
-  EXPECT_FALSE(j["rows"][1]["ran"].get<bool>());
+  EXPECT_TRUE(j["rows"][1]["ran"].get<bool>());
+  EXPECT_EQ(j["rows"][1]["shortest_path"], "∞");  // the shared formatter, as in `mixlab analyze`
   std::ifstream csv(dir + "/compare.csv");
   std::string header;
   std::getline(csv, header);

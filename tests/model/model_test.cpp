@@ -44,12 +44,9 @@ TEST(TrainModel, StepEqualsForwardWithTestMixer) {
 }
 
 TEST(TrainModel, StepEqualsForwardWithRegisteredMixers) {
+  // These families are always registered: mixer_create throws for an unknown one, so the loop
+  // can never pass having checked nothing.
   for (const char* spec : {"attention", "local:3", "ssm"}) {
-    bool registered = false;
-    for (const auto& f : mixer_families())
-      registered |= f.family == std::string(spec).substr(0, f.family.size()) &&
-                    (std::string(spec).size() == f.family.size() || spec[f.family.size()] == ':');
-    if (!registered) continue;
     SCOPED_TRACE(spec);
     torch::manual_seed(2);
     DecoderModel model(small_dims(), mixer_factory_from_spec(spec));

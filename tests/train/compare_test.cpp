@@ -1,10 +1,10 @@
 // compare_run: the table does not depend on how many runs train at the same time.
-#include "mixlab/train/compare.h"
-
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
+
+#include "mixlab/train/compare_report.h"
 
 namespace mixlab {
 namespace {

@@ -60,7 +60,7 @@ struct CompareOptions {
 struct CompareRow {
   std::string mixer;
   bool ran = false;
-  std::string note;        // why it was skipped or failed
+  std::string note;        // why the mixer failed (ran = false)
   std::string structure;   // pattern structure name, or the mixer's spec
   std::string pattern;     // pattern spec, "" for non-pattern mixers
   std::string cost_class;  // asymptotic decode cost class of the mixer
@@ -89,10 +89,10 @@ struct CompareReport {
 };
 
 /// Trains and measures every (mixer, task); writes metrics under out_dir/runs.
+/// Every (mixer, task) config and mixer spec is validated before the first run: a bad spec, an
+/// unknown family or task throws mixlab::Error at once. A run that then fails with a caller error
+/// (mixlab::Error) becomes a "failed" row; any other exception is a bug and propagates.
+/// The printed table and the files are in mixlab/train/compare_report.h.
 CompareReport compare_run(const CompareOptions& options);
-/// The table printed by `mixlab compare`.
-std::string compare_table_text(const CompareReport& report);
-/// Writes compare.csv, compare.json and compare.png into `dir` (created if needed).
-void compare_write(const CompareReport& report, const std::string& dir);
 
 }  // namespace mixlab

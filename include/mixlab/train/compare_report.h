@@ -1,0 +1,18 @@
+// mixlab/train/compare_report.h — what `mixlab compare` prints and writes (see compare.h for the
+// columns): the text table, compare.csv, compare.json and compare.png (accuracy per task, drawn
+// by mixlab/analysis/chart.h).
+#pragma once
+
+#include <string>
+
+#include "mixlab/train/compare.h"
+
+namespace mixlab {
+
+/// The table printed by `mixlab compare`. Unbounded and unmeasured cells read "∞" and "—", the
+/// same as in `mixlab analyze` (mixlab/analysis/format.h).
+std::string compare_table_text(const CompareReport& report);
+/// Writes compare.csv, compare.json and compare.png into `dir` (created if needed).
+void compare_write(const CompareReport& report, const std::string& dir);
+
+}  // namespace mixlab

@@ -1,0 +1,104 @@
+// Presets of `mixlab compare`: the settings every mixer and task share (mixlab/train/compare.h).
+//
+// The one list of presets is compare_presets(); the CLI validates --preset against it.
+#include <algorithm>
+
+#include "mixlab/core/error.h"
+#include "mixlab/train/compare.h"
+
+namespace mixlab {
+namespace {
+
+using json = nlohmann::json;
+
+// The default preset: measured to finish the 9 x 3 default runs in <= 10 minutes on 2 cores
+// (docs/RESULTS.md has the timing) while still separating the mixers.
+json preset_json(const std::string& preset, const std::string& task) {
+  const bool copy = task == "copy";
+  if (preset == "default") {
+    // No curriculum: with a few hundred steps, the first three phases (lengths / 8, 4, 2) leave
+    // too few steps at the full length (measured in docs/RESULTS.md).
+    const bool text = task == "textcopy";
+    return {{"task", task},
+            {"vocab", text ? 256 : 32},
+            {"length", copy || text ? 16 : 64},
+            {"pairs", copy || text ? 0 : 8},
+            {"d_model", 64},
+            {"layers", 2},
+            {"heads", 4},
+            {"mlp_ratio", 4},
+            {"steps", 600},
+            {"batch", 32},
+            {"lr", 3e-3},
+            {"warmup", 60},
+            {"seed", 0},
+            {"eval_batches", 4},
+            {"eval_batch", 64},
+            {"log_every", 50},
+            {"curriculum", false}};
+  }
+  if (preset == "paper") {
+    const bool text = task == "textcopy";
+    return {{"task", task},
+            {"vocab", text ? 256 : 8192},
+            {"length", copy || text ? 128 : 256},
+            {"pairs", copy || text ? 0 : 64},
+            {"d_model", 256},
+            {"layers", 2},
+            {"heads", 4},
+            {"mlp_ratio", 4},
+            {"steps", 20000},
+            {"batch", 1024},
+            {"lr", 3e-3},
+            {"warmup", 2000},
+            {"seed", 0},
+            {"eval_batches", 8},
+            {"eval_batch", 256},
+            {"log_every", 100}};
+  }
+  // compare_config checked the name against compare_presets(): reaching here is a missing branch.
+  MIXLAB_ASSERT(false, "compare: preset '{}' is listed but has no settings", preset);
+  return {};
+}
+
+
+}  // namespace
+
+std::vector<std::string> compare_default_mixers() {
+  return {"attention",
+          "local:8",
+          "ssm",
+          "resolvent:order:8",
+          "resolvent:dense",
+          "resolvent:pow2",
+          "resolvent:pow2+cache",
+          "resolvent:square",
+          "resolvent:square+cache"};
+}
+
+const std::vector<std::string>& compare_presets() {
+  static const std::vector<std::string> p = {"default", "paper"};
+  return p;
+}
+
+TrainConfig compare_config(const std::string& preset_name, const std::string& task, const std::string& mixer,
+                           const json& overrides) {
+  const std::string& preset = preset_name;
+  const auto& known = compare_presets();
+  MIXLAB_CHECK(std::find(known.begin(), known.end(), preset) != known.end(),
+               "compare: unknown preset '{}' (known: {})", preset, fmt::join(known, ", "));
+  json j = preset_json(preset, task);
+  j["mixer"] = mixer;
+  MIXLAB_CHECK(overrides.is_object(), "compare: overrides must be a JSON object");
+  for (const auto& item : overrides.items()) j[item.key()] = item.value();
+  // Fewer steps than the preset without an explicit warmup: keep the preset's warmup fraction.
+  if (overrides.contains("steps") && !overrides.contains("warmup") && j["steps"].is_number_integer()) {
+    const json base = preset_json(preset_name, task);
+    j["warmup"] = j["steps"].get<int64_t>() * base["warmup"].get<int64_t>() / base["steps"].get<int64_t>();
+  }
+  j["task"] = task;  // the task list decides the task
+  return config_from_json(j, fmt::format("compare preset '{}' for {}/{}", preset, mixer, task));
+}
+
+
+}  // namespace mixlab

@@ -1,0 +1,154 @@
+// `mixlab compare` reporting: the printed table, compare.csv, compare.json and the chart
+// (mixlab/train/compare_report.h).
+#include "mixlab/train/compare_report.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "mixlab/analysis/chart.h"
+#include "mixlab/analysis/format.h"
+#include "mixlab/core/error.h"
+
+namespace mixlab {
+
+using json = nlohmann::json;
+
+std::string compare_table_text(const CompareReport& rep) {
+  std::vector<std::string> head = {"mixer", "structure", "cost", "time/tok", "cache", "path", "congestion"};
+  // Multihop also gets the accuracy on its chained queries (those that follow >= 1 link): the
+  // part of the task that plain recall does not measure.
+  const bool chains = std::find(rep.tasks.begin(), rep.tasks.end(), "multihop") != rep.tasks.end();
+  for (const auto& t : rep.tasks) head.push_back(t + " %");
+  if (chains) head.push_back("chains %");
+  head.insert(head.end(), {"train tok/s", "decode µs/tok"});
+  std::vector<std::vector<std::string>> cells;
+  for (const auto& r : rep.rows) {
+    std::vector<std::string> c = {r.mixer};
+    if (!r.ran) {
+      c.push_back(r.note);
+      cells.push_back(c);
+      continue;
+    }
+    c.push_back(r.structure);
+    c.push_back(r.cost_class);
+    c.push_back(r.cost_max >= 0 ? std::to_string(r.cost_max) : "—");
+    c.push_back(r.cache_max >= 0 ? std::to_string(r.cache_max) : "—");
+    c.push_back(r.shortest);
+    c.push_back(r.congestion);
+    for (const auto& t : rep.tasks) c.push_back(fmt::format("{:.1f}", 100 * r.token_acc.at(t)));
+    if (chains)
+      c.push_back(r.chain_acc.count("multihop") ? fmt::format("{:.1f}", 100 * r.chain_acc.at("multihop")) : "—");
+    c.push_back(format_rate(r.train_tokens_per_s));
+    c.push_back(fmt::format("{:.0f}", r.decode_us_per_token));
+    cells.push_back(c);
+  }
+  std::vector<size_t> w(head.size());
+  for (size_t i = 0; i < head.size(); ++i) w[i] = display_width(head[i]);
+  for (const auto& c : cells)
+    if (c.size() == head.size())
+      for (size_t i = 0; i < c.size(); ++i) w[i] = std::max(w[i], display_width(c[i]));
+  std::string out;
+  auto line = [&](const std::vector<std::string>& c) {
+    std::string s;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (i) s += " | ";
+      s += (c.size() == head.size()) ? pad_to_width(c[i], w[i], i >= 3) : c[i];
+    }
+    out += s + "\n";
+  };
+  line(head);
+  std::string rule;
+  for (size_t i = 0; i < head.size(); ++i) rule += (i ? "-|-" : "") + std::string(w[i], '-');
+  out += rule + "\n";
+  for (const auto& c : cells) line(c);
+  int64_t T = 0;
+  for (const auto& r : rep.rows) T = std::max(T, r.analysis_T);
+  out += fmt::format(
+      "time/tok = max past positions read per token, cache = max positions kept, path = max shortest path,\n"
+      "congestion = copy routing bounds — all measured by the analysis at T = {} (0-based rows). Accuracy = held-out\n"
+      "token accuracy on scored positions{}. Preset '{}', {:.0f} s in total, {} run(s) at a time.\n",
+      T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "", rep.preset, rep.seconds, rep.jobs);
+  return out;
+}
+
+namespace {
+
+// Accuracy per task, one cluster of bars per mixer that ran.
+void write_chart(const CompareReport& rep, const std::string& path) {
+  BarChart chart;
+  chart.title = fmt::format("Held-out token accuracy per task (preset '{}')", rep.preset);
+  chart.series = rep.tasks;
+  for (const auto& r : rep.rows) {
+    if (!r.ran) continue;
+    BarGroup g;
+    g.label = r.mixer;
+    for (const auto& t : rep.tasks) g.values.push_back(r.token_acc.at(t));
+    chart.groups.push_back(std::move(g));
+  }
+  bar_chart_png(chart, path);
+}
+
+}  // namespace
+
+void compare_write(const CompareReport& rep, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  json rows = json::array();
+  std::string csv =
+      "mixer,ran,note,structure,pattern,cost_class,analysis_T,time_per_token,cache,shortest_path,"
+      "congestion";
+  for (const auto& t : rep.tasks) csv += "," + t + "_token_acc," + t + "_answer_acc," + t + "_chain_acc";
+  csv += ",train_tokens_per_s,decode_us_per_token,parameters,train_seconds\n";
+  auto quote = [](const std::string& s) {
+    std::string q = "\"";
+    for (char c : s) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  for (const auto& r : rep.rows) {
+    json j = {{"mixer", r.mixer},
+              {"ran", r.ran},
+              {"note", r.note},
+              {"structure", r.structure},
+              {"pattern", r.pattern},
+              {"cost_class", r.cost_class},
+              {"analysis_T", r.analysis_T},
+              {"time_per_token", r.cost_max},
+              {"cache", r.cache_max},
+              {"shortest_path", r.shortest},
+              {"congestion", r.congestion},
+              {"token_acc", r.token_acc},
+              {"answer_acc", r.answer_acc},
+              {"eval_loss", r.eval_loss},
+              {"chain_acc", r.chain_acc},
+              {"train_tokens_per_s", r.train_tokens_per_s},
+              {"decode_us_per_token", r.decode_us_per_token},
+              {"parameters", r.parameters},
+              {"train_seconds", r.seconds}};
+    rows.push_back(j);
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{}", quote(r.mixer), r.ran ? 1 : 0, quote(r.note),
+                       quote(r.structure), quote(r.pattern), quote(r.cost_class), r.analysis_T, r.cost_max, r.cache_max,
+                       quote(r.shortest), quote(r.congestion));
+    for (const auto& t : rep.tasks) {
+      const bool has = r.token_acc.count(t) > 0;
+      csv += has ? fmt::format(",{:.6f},{:.6f},", r.token_acc.at(t), r.answer_acc.at(t)) : std::string(",,,");
+      if (r.chain_acc.count(t)) csv += fmt::format("{:.6f}", r.chain_acc.at(t));
+    }
+    csv +=
+        fmt::format(",{:.1f},{:.2f},{},{:.2f}\n", r.train_tokens_per_s, r.decode_us_per_token, r.parameters, r.seconds);
+  }
+  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks},           {"seconds", rep.seconds},
+                    {"jobs", rep.jobs},     {"config", rep.config_example}, {"rows", rows}};
+  {
+    std::ofstream out(dir + "/compare.json");
+    MIXLAB_CHECK(out.good(), "compare: cannot write '{}/compare.json'", dir);
+    out << doc.dump(2) << "\n";
+  }
+  {
+    std::ofstream out(dir + "/compare.csv");
+    MIXLAB_CHECK(out.good(), "compare: cannot write '{}/compare.csv'", dir);
+    out << csv;
+  }
+  write_chart(rep, dir + "/compare.png");
+}
+
+}  // namespace mixlab

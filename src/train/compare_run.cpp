@@ -1,0 +1,222 @@
+// `mixlab compare`: runs and schedules every (mixer, task), then measures decode speed and the
+// pattern analysis of each mixer (mixlab/train/compare.h). Reporting is compare_report.cpp.
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "mixlab/analysis/analyze.h"
+#include "mixlab/analysis/format.h"
+#include "mixlab/core/error.h"
+#include "mixlab/mixers/registry.h"
+#include "mixlab/train/compare.h"
+#include "mixlab/train/trainer.h"
+
+namespace mixlab {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string file_safe(const std::string& s) {
+  std::string r = s;
+  for (char& c : r)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  return r;
+}
+
+// Builds the run's mixer once, without a model or training, so that every spec error (unknown
+// family, bad parameters, a pattern the kernel rejects at this width) surfaces before training.
+void check_run_spec(const TrainConfig& c) {
+  torch::NoGradGuard no_grad;
+  MixerDims dims;
+  dims.d_model = c.d_model;
+  dims.n_heads = c.heads;
+  dims.max_len = task_sequence_length(c.task, c.task.length);
+  mixer_create(c.mixer, dims);
+}
+
+// Decode speed: model.step over T random tokens, B = 1, after a short warm-up.
+double decode_us_per_token(DecoderModel& model, int64_t T) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  auto tokens = torch::randint(kFirstContentToken, model.dims().vocab, {1, T}, torch::kInt64);
+  {
+    auto warm = model.init_state(1);
+    for (int64_t t = 0; t < std::min<int64_t>(T, 8); ++t) model.step(warm, tokens.select(1, t));
+  }
+  auto state = model.init_state(1);
+  const auto t0 = Clock::now();
+  for (int64_t t = 0; t < T; ++t) model.step(state, tokens.select(1, t));
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return 1e6 * s / static_cast<double>(T);
+}
+
+void fill_analysis(CompareRow& row, Mixer& mixer, int64_t T) {
+  row.cost_class = mixer.cost_class();
+  row.pattern = mixer.pattern_spec();
+  row.analysis_T = T;
+  if (row.pattern.empty()) {
+    row.structure = mixer.spec();
+    row.shortest = "—";
+    row.congestion = "—";
+    return;
+  }
+  const Pattern p = Pattern::parse(row.pattern);
+  const PatternReport r = analyze_pattern(p, T, AnalyzeOptions{});
+  row.structure = r.structure;
+  row.cost_max = r.cost_max;
+  row.cache_max = r.cache_max;
+  row.shortest = format_shortest_path(r.shortest_path);
+  row.congestion = format_congestion(r.congestion);
+}
+
+}  // namespace
+
+CompareReport compare_run(const CompareOptions& o) {
+  MIXLAB_CHECK(!o.tasks.empty(), "compare: the task list is empty");
+  for (const auto& t : o.tasks) {
+    const auto& names = task_names();
+    MIXLAB_CHECK(std::find(names.begin(), names.end(), t) != names.end(), "compare: unknown task '{}' (known: {})", t,
+                 fmt::join(names, ", "));
+  }
+  CompareReport rep;
+  rep.preset = o.preset;
+  rep.tasks = o.tasks;
+  const std::vector<std::string> mixers = o.mixers.empty() ? compare_default_mixers() : o.mixers;
+  MIXLAB_CHECK(!mixers.empty(), "compare: the mixer list is empty");
+  // Validate every (mixer, task) before the first (long) run, so a typo in the last spec fails
+  // in a second instead of after minutes of training.
+  int64_t T = 1;
+  for (const auto& spec : mixers)
+    for (const auto& t : o.tasks) {
+      const TrainConfig c = compare_config(o.preset, t, spec, o.overrides);
+      check_run_spec(c);
+      T = std::max(T, task_sequence_length(c.task, c.task.length));
+      if (rep.config_example.is_null()) rep.config_example = config_to_json(c);
+    }
+  const std::string runs_dir = o.out_dir + "/runs";
+  std::filesystem::create_directories(runs_dir);
+  const auto t_all = Clock::now();
+
+  // One job per (mixer, task). Jobs run on o.jobs worker threads, each with one intra-op
+  // thread; a job's result depends only on its own config (the model is initialised under a
+  // lock right after seeding the global generator, and batches come from the task's own RNG),
+  // so the table is the same for every job count.
+  struct Job {
+    size_t mixer = 0, task = 0;
+    TrainResult result;
+    std::shared_ptr<DecoderModel> model;
+    int64_t parameters = 0;
+    std::string error;
+  };
+  std::vector<Job> jobs;
+  for (size_t m = 0; m < mixers.size(); ++m)
+    for (size_t t = 0; t < o.tasks.size(); ++t) jobs.push_back(Job{m, t, {}, nullptr, 0, ""});
+  const int64_t n_jobs = static_cast<int64_t>(jobs.size());
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(o.jobs, n_jobs));
+  std::mutex init_mutex, log_mutex;
+  std::atomic<int64_t> next{0};
+  std::exception_ptr bug;  // the first non-user error of any worker
+  auto log = [&](const std::string& line) {
+    if (!o.progress) return;
+    std::lock_guard<std::mutex> lock(log_mutex);
+    std::cerr << line;
+  };
+  auto work = [&] {
+    // OpenMP keeps the thread count per thread: a new std::thread starts with the process
+    // default (all cores), not with the caller's setting, so each worker sets its own.
+    if (workers > 1) at::set_num_threads(1);
+    for (int64_t i = next++; i < n_jobs; i = next++) {
+      Job& job = jobs[i];
+      const std::string& spec = mixers[job.mixer];
+      const std::string& task = o.tasks[job.task];
+      try {
+        const TrainConfig c = compare_config(o.preset, task, spec, o.overrides);
+        std::unique_ptr<Trainer> trainer;
+        {
+          std::lock_guard<std::mutex> lock(init_mutex);  // the global generator seeds the init
+          trainer = std::make_unique<Trainer>(c);
+        }
+        job.parameters = trainer->model().parameter_count();
+        log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps)\n", i + 1, n_jobs, spec, task,
+                        job.parameters, c.steps));
+        TrainOptions to;
+        to.progress = o.progress;
+        to.label = "  " + spec + "/" + task;
+        to.metrics_path = runs_dir + "/" + file_safe(spec) + "_" + task + ".jsonl";
+        job.result = trainer->run(to);
+        job.model = trainer->model_ptr();
+        const auto& e = job.result.eval;
+        log(fmt::format("compare: {} on {}: token acc {:.1f}%, answer acc {:.1f}%{}, {:.0f}s, {} tok/s\n", spec, task,
+                        100 * e.token_acc, 100 * e.answer_acc,
+                        e.chain_queries > 0 ? fmt::format(", chain acc {:.1f}%", 100 * e.chain_acc) : "",
+                        job.result.seconds, format_rate(job.result.tokens_per_s)));
+      } catch (const Error& e) {
+        // A caller error this run alone hits (e.g. a mixer that rejects these settings): the
+        // row says why and the other runs go on.
+        job.error = e.what();
+      } catch (...) {
+        // Anything else is a mixlab bug (InternalError, a c10::Error from a kernel, bad_alloc):
+        // stop handing out jobs and fail the whole command after the workers have joined.
+        std::lock_guard<std::mutex> lock(log_mutex);
+        if (!bug) bug = std::current_exception();
+        next = n_jobs;
+      }
+    }
+  };
+  if (workers == 1) {
+    work();
+  } else {
+    std::vector<std::thread> pool;
+    for (int64_t w = 0; w < workers; ++w) pool.emplace_back(work);
+    for (auto& th : pool) th.join();
+  }
+  if (bug) std::rethrow_exception(bug);
+  rep.jobs = workers;
+
+  // Rows in mixer order. Decode speed and analysis are measured after training, one at a time,
+  // so concurrent jobs do not disturb the decode timings.
+  for (size_t m = 0; m < mixers.size(); ++m) {
+    CompareRow row;
+    row.mixer = mixers[m];
+    try {
+      std::shared_ptr<DecoderModel> decode_model;
+      double rate_sum = 0;
+      for (const auto& job : jobs) {
+        if (job.mixer != m) continue;
+        MIXLAB_CHECK(job.error.empty(), "{} on {}: {}", mixers[m], o.tasks[job.task], job.error);
+        const std::string& task = o.tasks[job.task];
+        row.token_acc[task] = job.result.eval.token_acc;
+        row.answer_acc[task] = job.result.eval.answer_acc;
+        row.eval_loss[task] = job.result.eval.loss;
+        if (job.result.eval.chain_queries > 0) row.chain_acc[task] = job.result.eval.chain_acc;
+        rate_sum += job.result.tokens_per_s;
+        row.seconds += job.result.seconds;
+        row.parameters = job.parameters;
+        if (job.model->dims().max_len >= T) decode_model = job.model;
+      }
+      row.train_tokens_per_s = rate_sum / static_cast<double>(o.tasks.size());
+      // T is the longest task's sequence, and each model is sized for its own task.
+      MIXLAB_ASSERT(decode_model != nullptr, "compare: no model of {} holds T = {}", mixers[m], T);
+      row.decode_us_per_token = decode_us_per_token(*decode_model, T);
+      fill_analysis(row, decode_model->blocks().front()->mixer(), T);
+      row.ran = true;
+    } catch (const Error& e) {
+      row.ran = false;
+      row.note = fmt::format("failed: {}", e.what());
+      if (o.progress) std::cerr << "compare: " << mixers[m] << ": " << row.note << "\n";
+    }
+    rep.rows.push_back(row);
+  }
+  rep.seconds = std::chrono::duration<double>(Clock::now() - t_all).count();
+  return rep;
+}
+
+}  // namespace mixlab
