@@ -61,7 +61,6 @@ json preset_json(const std::string& preset, const std::string& task) {
   return {};
 }
 
-
 }  // namespace
 
 std::vector<std::string> compare_default_mixers() {
@@ -85,8 +84,8 @@ TrainConfig compare_config(const std::string& preset_name, const std::string& ta
                            const json& overrides) {
   const std::string& preset = preset_name;
   const auto& known = compare_presets();
-  MIXLAB_CHECK(std::find(known.begin(), known.end(), preset) != known.end(),
-               "compare: unknown preset '{}' (known: {})", preset, fmt::join(known, ", "));
+  MIXLAB_CHECK(std::find(known.begin(), known.end(), preset) != known.end(), "compare: unknown preset '{}' (known: {})",
+               preset, fmt::join(known, ", "));
   json j = preset_json(preset, task);
   j["mixer"] = mixer;
   MIXLAB_CHECK(overrides.is_object(), "compare: overrides must be a JSON object");
@@ -99,6 +98,5 @@ TrainConfig compare_config(const std::string& preset_name, const std::string& ta
   j["task"] = task;  // the task list decides the task
   return config_from_json(j, fmt::format("compare preset '{}' for {}/{}", preset, mixer, task));
 }
-
 
 }  // namespace mixlab

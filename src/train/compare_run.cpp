@@ -35,11 +35,15 @@ std::string file_safe(const std::string& s) {
 // family, bad parameters, a pattern the kernel rejects at this width) surfaces before training.
 void check_run_spec(const TrainConfig& c) {
   torch::NoGradGuard no_grad;
-  MixerDims dims;
-  dims.d_model = c.d_model;
-  dims.n_heads = c.heads;
-  dims.max_len = task_sequence_length(c.task, c.task.length);
-  mixer_create(c.mixer, dims);
+  try {
+    MixerDims dims;
+    dims.d_model = c.d_model;
+    dims.n_heads = c.heads;
+    dims.max_len = task_sequence_length(c.task, c.task.length);
+    mixer_create(c.mixer, dims);
+  } catch (const Error& e) {
+    MIXLAB_CHECK(false, "compare: mixer '{}' (task {}): {}", c.mixer, c.task.name, e.what());
+  }
 }
 
 // Decode speed: model.step over T random tokens, B = 1, after a short warm-up.
