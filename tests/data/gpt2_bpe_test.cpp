@@ -26,7 +26,7 @@ const Gpt2Bpe* tokenizer() {
   return t;
 }
 
-#define REQUIRE_TOKENIZER()                                                                        \
+#define REQUIRE_TOKENIZER() \
   if (tokenizer() == nullptr) GTEST_SKIP() << kGpt2Dir << " is missing (scripts/setup.sh fetches it)"
 
 // Unicode, runs of whitespace, contractions, the empty string, digits of other scripts, specials.
@@ -76,8 +76,8 @@ TEST(Gpt2Bpe, MatchesTheReferenceEncoderTokenForToken) {
   const fs::path dir = fs::path(::testing::TempDir()) / "mixlab_gpt2_reference";
   fs::create_directories(dir);
   std::ofstream(dir / "inputs.json") << nlohmann::json(inputs).dump();
-  const std::string cmd = "node " + std::string(MIXLAB_SOURCE_DIR) + "/tests/data/gpt2_reference.js " + kGpt2Dir +
-                          " " + (dir / "inputs.json").string() + " > " + (dir / "ids.json").string();
+  const std::string cmd = "node " + std::string(MIXLAB_SOURCE_DIR) + "/tests/data/gpt2_reference.js " + kGpt2Dir + " " +
+                          (dir / "inputs.json").string() + " > " + (dir / "ids.json").string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const auto expected = nlohmann::json::parse(std::ifstream(dir / "ids.json"));
   ASSERT_EQ(expected.size(), inputs.size());
