@@ -111,11 +111,12 @@ TpsmMixer::TpsmMixer(const TpsmOptions& options, const MixerDims& dims) : option
 
 std::string TpsmMixer::spec() const {
   const auto& o = options_;
-  return fmt::format("tpsm:c={}:agg_d={}:inf_d={}:agg_heads={}:agg_layers={}:inf_heads={}:inf_layers={}:compress={}:"
-                     "identity={}",
-                     o.chunk, o.agg_d, o.inf_d, o.agg_heads, o.agg_layers, o.inf_heads, o.inf_layers,
-                     o.compress == TpsmCompress::kLinear ? "linear" : "right_half",
-                     o.identity == TpsmIdentity::kLearned ? "learned" : "zeros");
+  return fmt::format(
+      "tpsm:c={}:agg_d={}:inf_d={}:agg_heads={}:agg_layers={}:inf_heads={}:inf_layers={}:compress={}:"
+      "identity={}",
+      o.chunk, o.agg_d, o.inf_d, o.agg_heads, o.agg_layers, o.inf_heads, o.inf_layers,
+      o.compress == TpsmCompress::kLinear ? "linear" : "right_half",
+      o.identity == TpsmIdentity::kLearned ? "learned" : "zeros");
 }
 
 void TpsmMixer::check_input(const torch::Tensor& x, const char* what) const {
@@ -158,7 +159,8 @@ torch::Tensor TpsmMixer::forward(const torch::Tensor& x) {
   const int64_t m = r - 1;
   std::vector<Node> nodes(static_cast<size_t>(m + 1), Node{-1, -1, 0});
   auto record = [&nodes](int64_t l, int64_t rr) {
-    nodes.push_back(Node{l, rr, std::max(nodes[static_cast<size_t>(l)].depth, nodes[static_cast<size_t>(rr)].depth) + 1});
+    nodes.push_back(
+        Node{l, rr, std::max(nodes[static_cast<size_t>(l)].depth, nodes[static_cast<size_t>(rr)].depth) + 1});
     return static_cast<int64_t>(nodes.size()) - 1;
   };
   std::vector<int64_t> leaves(static_cast<size_t>(m));
@@ -194,8 +196,8 @@ torch::Tensor TpsmMixer::forward(const torch::Tensor& x) {
   // s_{i-1} = P_i for chunk i < r; Inf on every chunk in one call.
   std::vector<torch::Tensor> states;
   for (int64_t i = 0; i < r; ++i) states.push_back(value[static_cast<size_t>(prefix_ids[static_cast<size_t>(i)])]);
-  auto s = torch::stack(states, 1).reshape({B * r, c, d_});                      // (B r, c, d)
-  auto y = inf(s, chunks.reshape({B * r, c, d_})).reshape({B, r * c, d_});       // (B, r c, d)
+  auto s = torch::stack(states, 1).reshape({B * r, c, d_});                 // (B r, c, d)
+  auto y = inf(s, chunks.reshape({B * r, c, d_})).reshape({B, r * c, d_});  // (B, r c, d)
   return decode(y.narrow(1, 0, T));
 }
 

@@ -147,8 +147,8 @@ std::unique_ptr<TpsmState> TpsmMixer::load_state(const std::string& path) {
   const auto position = r.get<int64_t>("position"), count = r.get<int64_t>("chunks");
   const auto fill = r.get<int64_t>("fill"), n = r.get<int64_t>("slot count");
   MIXLAB_CHECK(B >= 1 && B < (int64_t{1} << 24) && c == options_.chunk && d == d_,
-               "tpsm state file '{}': shape (B,c,d) = ({},{},{}) does not fit this mixer (c = {}, d = {})", path, B,
-               c, d, options_.chunk, d_);
+               "tpsm state file '{}': shape (B,c,d) = ({},{},{}) does not fit this mixer (c = {}, d = {})", path, B, c,
+               d, options_.chunk, d_);
   MIXLAB_CHECK(fill >= 0 && fill < c && count >= 0 && position == count * c + fill && n >= 0 && n <= 63,
                "tpsm state file '{}': inconsistent counters (position {}, chunks {}, fill {}, slots {})", path,
                position, count, fill, n);

@@ -33,8 +33,7 @@ std::shared_ptr<TpsmMixer> make(const std::string& args, int64_t C = 16, int64_t
 int64_t popcount(int64_t v) { return static_cast<int64_t>(std::bitset<64>(static_cast<uint64_t>(v)).count()); }
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("mixlab_tpsm_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  return (std::filesystem::temp_directory_path() / ("mixlab_tpsm_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
 // Streams x through step() and stacks the outputs: (B,T,C).

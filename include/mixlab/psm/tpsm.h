@@ -73,10 +73,10 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec);
 
 /// Counts of the last training forward's scan (complexity tests).
 struct TpsmScanStats {
-  int64_t chunks = 0;           // r
-  int64_t agg_calls = 0;        // Agg applications (tree nodes)
-  int64_t batched_levels = 0;   // Agg module calls after batching a level
-  int64_t max_agg_batch = 0;    // largest N of one batched Agg call, in nodes
+  int64_t chunks = 0;          // r
+  int64_t agg_calls = 0;       // Agg applications (tree nodes)
+  int64_t batched_levels = 0;  // Agg module calls after batching a level
+  int64_t max_agg_batch = 0;   // largest N of one batched Agg call, in nodes
 };
 
 class TpsmMixer;
@@ -84,7 +84,8 @@ class TpsmMixer;
 /// Decode state of Alg. 4 for B sequences.
 class TpsmState : public MixerState {
  public:
-  using Counter = BinaryCounterScan<torch::Tensor, std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>>;
+  using Counter =
+      BinaryCounterScan<torch::Tensor, std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>>;
 
   int64_t position() const override { return position_; }
   /// Roots + cached folds + the chunk buffer, in bytes.
@@ -101,8 +102,8 @@ class TpsmState : public MixerState {
   friend class TpsmMixer;
   int64_t batch_ = 0;
   int64_t position_ = 0;
-  int64_t fill_ = 0;             // tokens in the buffer, < c
-  torch::Tensor buf_;            // (B,c,d), rows [0, fill_) valid
+  int64_t fill_ = 0;   // tokens in the buffer, < c
+  torch::Tensor buf_;  // (B,c,d), rows [0, fill_) valid
   std::unique_ptr<Counter> counter_;
 };
 
@@ -150,8 +151,8 @@ class TpsmMixer : public Mixer {
   TpsmOptions options_;
   int64_t C_ = 0, d_ = 0;
   PsmTransformer agg_net_{nullptr}, inf_net_{nullptr};
-  torch::Tensor compress_;  // (c,2c) for compress=linear
-  torch::Tensor e_;         // (c,d) parameter or buffer
+  torch::Tensor compress_;                            // (c,2c) for compress=linear
+  torch::Tensor e_;                                   // (c,d) parameter or buffer
   torch::nn::Linear w_in_{nullptr}, w_out_{nullptr};  // only when d != C
   TpsmScanStats stats_;
 };
