@@ -68,12 +68,18 @@ int main(int argc, char** argv) {
   std::string tpsm = "tpsm:c=16", attention = "attention";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--max") max_ctx = std::stoll(v);
-    else if (k == "--window") window = std::stoll(v);
-    else if (k == "--d") d = std::stoll(v);
-    else if (k == "--heads") heads = std::stoll(v);
-    else if (k == "--tpsm") tpsm = v;
-    else if (k == "--attention") attention = v;
+    if (k == "--max")
+      max_ctx = std::stoll(v);
+    else if (k == "--window")
+      window = std::stoll(v);
+    else if (k == "--d")
+      d = std::stoll(v);
+    else if (k == "--heads")
+      heads = std::stoll(v);
+    else if (k == "--tpsm")
+      tpsm = v;
+    else if (k == "--attention")
+      attention = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;

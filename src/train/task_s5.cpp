@@ -74,8 +74,8 @@ int64_t s5_compose(int64_t a, int64_t b) {
 }
 
 void s5_validate(const TaskSpec& spec) {
-  MIXLAB_CHECK(spec.vocab >= kS5MinVocab,
-               "task s5: vocab must be >= {} (4 special tokens + 120 permutations), got {}", kS5MinVocab, spec.vocab);
+  MIXLAB_CHECK(spec.vocab >= kS5MinVocab, "task s5: vocab must be >= {} (4 special tokens + 120 permutations), got {}",
+               kS5MinVocab, spec.vocab);
   MIXLAB_CHECK(spec.length >= 1, "task s5: length must be >= 1, got {}", spec.length);
 }
 
@@ -116,15 +116,16 @@ Batch s5_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, int
 }
 
 Batch s5_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t n, int64_t index, uint64_t seed) {
-  return s5_generate(spec, batch_size, n, task_seed_mix(seed, 13 + static_cast<uint64_t>(n), static_cast<uint64_t>(index)));
+  return s5_generate(spec, batch_size, n,
+                     task_seed_mix(seed, 13 + static_cast<uint64_t>(n), static_cast<uint64_t>(index)));
 }
 
 std::vector<S5LengthError> s5_error_by_length(const S5Predictor& predict, const TaskSpec& spec,
                                               const std::vector<int64_t>& lengths, int64_t rows, int64_t batch_size,
                                               uint64_t seed) {
   s5_validate(spec);
-  MIXLAB_CHECK(rows >= 1 && batch_size >= 1, "s5_error_by_length: rows and batch_size must be >= 1, got {} and {}", rows,
-               batch_size);
+  MIXLAB_CHECK(rows >= 1 && batch_size >= 1, "s5_error_by_length: rows and batch_size must be >= 1, got {} and {}",
+               rows, batch_size);
   std::vector<S5LengthError> out;
   for (int64_t n : lengths) {
     MIXLAB_CHECK(n >= 1, "s5_error_by_length: lengths must be >= 1, got {}", n);
@@ -155,7 +156,8 @@ void s5_error_csv_write(const std::string& path, const std::vector<S5LengthError
   std::ofstream f(path);
   MIXLAB_CHECK(f.good(), "s5_error_csv_write: cannot open '{}' for writing", path);
   f << "length,rows,final_error,token_error\n";
-  for (const auto& e : errors) f << fmt::format("{},{},{:.6f},{:.6f}\n", e.length, e.rows, e.final_error, e.token_error);
+  for (const auto& e : errors)
+    f << fmt::format("{},{},{:.6f},{:.6f}\n", e.length, e.rows, e.final_error, e.token_error);
 }
 
 }  // namespace mixlab
