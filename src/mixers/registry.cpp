@@ -6,6 +6,7 @@
 
 #include "mixlab/attention/attention.h"
 #include "mixlab/core/error.h"
+#include "mixlab/psm/tpsm.h"
 #include "mixlab/resolvent/resolvent_mixer.h"
 #include "mixlab/resolvent/ssm.h"
 #include "mixlab/scan/affine_mixer.h"
@@ -28,6 +29,7 @@ enum class MixerFamily {
   kDeltaNet,
   kGatedDeltaNet,
   kToeplitz,
+  kTpsm,
   kCount  // keep last
 };
 
@@ -124,6 +126,13 @@ const FamilyRow kFamilies[] = {
       "causal Toeplitz mixing, FFT or materialised by length (seed 003 eq. 1-4); O(n) per token, O(n) cache"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return std::make_shared<ToeplitzMixer>(args, dims);
+     }},
+    {MixerFamily::kTpsm,
+     {"tpsm", "tpsm[:c=C][:agg_layers=L][:inf_layers=L][:compress=right_half|linear][:identity=zeros|learned]",
+      "Transformer-PSM: Blelloch scan of a transformer Agg over chunks (seed 004 §3.4); O(1) per token, O(log n) "
+      "state"},
+     [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
+       return std::make_shared<TpsmMixer>(args, dims);
      }},
 };
 static_assert(std::size(kFamilies) == static_cast<size_t>(MixerFamily::kCount),

@@ -8,6 +8,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/data/textcopy.h"
+#include "mixlab/train/task_s5.h"
 
 namespace mixlab {
 namespace {
@@ -169,7 +170,7 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
 }  // namespace
 
 const std::vector<std::string>& task_names() {
-  static const std::vector<std::string> names = {"copy", "recall", "multihop", "textcopy"};
+  static const std::vector<std::string> names = {"copy", "recall", "multihop", "textcopy", "s5"};
   return names;
 }
 
@@ -205,6 +206,7 @@ void task_validate(const TaskSpec& spec) {
   const auto& names = task_names();
   MIXLAB_CHECK(std::find(names.begin(), names.end(), spec.name) != names.end(), "task: unknown task '{}' (known: {})",
                spec.name, fmt::join(names, ", "));
+  if (spec.name == "s5") return s5_validate(spec);  // mixlab/train/task_s5.h
   MIXLAB_CHECK(spec.vocab >= 8, "task {}: vocab must be >= 8 (4 special tokens + content), got {}", spec.name,
                spec.vocab);
   MIXLAB_CHECK(spec.name != "textcopy" || spec.vocab >= Corpus::kVocabSize,
@@ -247,6 +249,7 @@ Batch text_copy_generate(const TaskSpec& spec, int64_t batch_size, int64_t lengt
 }  // namespace
 
 Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, int64_t pairs, uint64_t seed) {
+  if (spec.name == "s5") return s5_generate(spec, batch_size, length, seed);
   task_validate(spec);
   MIXLAB_CHECK(batch_size >= 1, "task_generate: batch_size must be >= 1, got {}", batch_size);
   MIXLAB_CHECK(length >= min_length(spec) && length <= spec.length,
@@ -294,6 +297,7 @@ int task_phase(const TaskSpec& spec, int64_t step, int64_t total_steps) {
 }
 
 Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, int64_t total_steps, uint64_t seed) {
+  if (spec.name == "s5") return s5_train_batch(spec, batch_size, step, total_steps, seed);
   task_validate(spec);
   static constexpr int64_t kDivisor[4] = {8, 4, 2, 1};
   const int64_t div = kDivisor[task_phase(spec, step, total_steps)];

@@ -1,0 +1,160 @@
+// mixlab/psm/tpsm.h — the Transformer-PSM (seed 004 §3.4, Alg. 3 and 4) as a token mixer.
+//
+// Registry spec: "tpsm[:c=C][:d=D][:agg_heads=H][:agg_layers=L][:inf_heads=H][:inf_layers=L]
+//                 [:agg_d=D][:inf_d=D][:compress=right_half|linear][:identity=zeros|learned]"
+// Defaults: c = 4, d = agg_d = inf_d = C (the backbone width), heads = MixerDims::n_heads,
+// layers = 1 each, compress = right_half, identity = zeros. The canonical spec names every key.
+//
+// As a mixer x (B,T,C) -> y (B,T,C). Enc is the backbone's embedding (plus W_in when d != C);
+// the GPT backbone (mixlab/model) adds its own residual, LayerNorm and FFN around this mixer, so a
+// model is Embed -> [x + tpsm(LN x), + FFN] x n_layers -> LN -> head. With n_layers = 1 this is
+// the seed's Enc -> scan(Agg) -> Inf -> logits, plus the backbone's residual path.
+//
+//   u      = x W_in (B,T,d)  (identity map when d == C)
+//   x_i    = u[:, ic:(i+1)c]  (B,c,d), i < r = ceil(T/c); the last chunk is zero-padded
+//   Agg(a, b) = RH(GPT^b([a | b]))   bidirectional over 2c tokens, right half
+//               (compress=linear: W_cmp (c,2c) applied over the 2c outputs, init [0 | I])
+//   s_{i-1} = P_i = Blelloch prefix of x_0..x_{i-1} (mixlab/scan/scan.h's tree), P_0 = e
+//   y_i    = RH(GPT^c([s_{i-1} | x_i])) W_out          causal over 2c tokens
+// Identity e (c,d): identity=zeros is a fixed zero buffer; identity=learned is a parameter
+// (init normal 0.02). Agg(e, .) is always evaluated (Agg is not associative, e is not neutral).
+//
+// Training forward (Alg. 3): the scan engine's blelloch_scan is run once symbolically to record
+// its tree (which Agg call needs which), then the recorded calls are executed level by level with
+// all nodes of one level stacked into ONE Agg call (batch N = nodes x B), autograd through each.
+// Only chunks 0..r-2 enter the scan (the last chunk's aggregate predicts nothing). Agg calls
+// <= 2(r-1), batched Agg calls (levels) <= 2 ceil(log2 r) + 1; Inf is one call on (B r, 2c, d).
+// Cost O(B T L (c d + d^2)) work, O(log T) depth. tpsm_reference_forward is the plain version:
+// every prefix from the definition (block by block, MSB -> LSB), one Inf per chunk.
+//
+// Streaming (Alg. 4, step): the engine's BinaryCounterScan over completed chunks (roots + the
+// cached MSB->LSB folds, popcount(t) each after t chunks) plus the chunk buffer (B,c,d).
+// Each token re-runs Inf on [s | buf[0:j+1]] (c+j+1 <= 2c tokens) and keeps the last row — equal
+// to the training forward because Inf is causal. Per-token cost O(B L_inf (c d^2 + c^2 d)), plus
+// on each completed chunk the counter's carry: amortised 2 Agg calls per chunk, worst case
+// ceil(log2 t) + 1 at one step. State memory: 2 popcount(t) + 1 tensors of (B,c,d), i.e.
+// O(B c d log(T/c)); TpsmState::bytes() reports it exactly.
+//
+// Not supported: dropout, a KV cache inside Inf (re-run instead, see above), agg_d != inf_d (the
+// state Agg produces is Inf's input: rejected). T < c is allowed (one zero-padded chunk,
+// predicted from e).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "mixlab/mixer/mixer.h"
+#include "mixlab/psm/psm_transformer.h"
+#include "mixlab/scan/scan.h"
+
+namespace mixlab {
+
+enum class TpsmCompress { kRightHalf, kLinear };
+enum class TpsmIdentity { kZeros, kLearned };
+
+struct TpsmOptions {
+  int64_t chunk = 4;       // c >= 1
+  int64_t agg_d = 0;       // 0 = the backbone width C
+  int64_t inf_d = 0;       // 0 = the backbone width C; must equal agg_d
+  int64_t agg_heads = 0;   // 0 = MixerDims::n_heads
+  int64_t inf_heads = 0;   // 0 = MixerDims::n_heads
+  int64_t agg_layers = 1;  // L_agg
+  int64_t inf_layers = 1;  // L_inf
+  TpsmCompress compress = TpsmCompress::kRightHalf;
+  TpsmIdentity identity = TpsmIdentity::kZeros;
+};
+
+/// Parses the part after "tpsm:" (may be empty); keys in any order, each at most once. Throws
+/// mixlab::Error naming the spec and key for unknown keys, malformed or out-of-range values.
+TpsmOptions tpsm_options_parse(const std::string& args_spec);
+
+/// Counts of the last training forward's scan (complexity tests).
+struct TpsmScanStats {
+  int64_t chunks = 0;          // r
+  int64_t agg_calls = 0;       // Agg applications (tree nodes)
+  int64_t batched_levels = 0;  // Agg module calls after batching a level
+  int64_t max_agg_batch = 0;   // largest N of one batched Agg call, in nodes
+};
+
+class TpsmMixer;
+
+/// Decode state of Alg. 4 for B sequences.
+class TpsmState : public MixerState {
+ public:
+  using Counter =
+      BinaryCounterScan<torch::Tensor, std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>>;
+
+  int64_t position() const override { return position_; }
+  /// Roots + cached folds + the chunk buffer, in bytes.
+  int64_t bytes() const override;
+  /// Completed chunks t.
+  int64_t chunks() const { return counter_->count(); }
+  /// Roots held: popcount(chunks()).
+  int64_t roots() const { return counter_->roots(); }
+  /// Agg calls made by the counter since init (or restore).
+  int64_t agg_calls() const { return counter_->agg_calls(); }
+  int64_t batch() const { return batch_; }
+
+ private:
+  friend class TpsmMixer;
+  int64_t batch_ = 0;
+  int64_t position_ = 0;
+  int64_t fill_ = 0;   // tokens in the buffer, < c
+  torch::Tensor buf_;  // (B,c,d), rows [0, fill_) valid
+  std::unique_ptr<Counter> counter_;
+};
+
+class TpsmMixer : public Mixer {
+ public:
+  /// Throws mixlab::Error for chunk 0, agg_d != inf_d, heads not dividing the widths.
+  TpsmMixer(const TpsmOptions& options, const MixerDims& dims);
+  TpsmMixer(const std::string& args_spec, const MixerDims& dims);
+
+  /// Alg. 3: x (B,T,C) -> (B,T,C), static scan batched per tree level.
+  torch::Tensor forward(const torch::Tensor& x) override;
+  std::unique_ptr<MixerState> init_state(int64_t batch) override;
+  /// Alg. 4: x_t (B,C) -> y_t (B,C).
+  torch::Tensor step(MixerState& state, const torch::Tensor& x_t) override;
+  std::string spec() const override;
+  std::string cost_class() const override { return "O(1)"; }
+
+  /// Agg_θ(left, right): left (N,c,d) the earlier block, right (N,c,d) -> (N,c,d).
+  torch::Tensor agg(const torch::Tensor& left, const torch::Tensor& right);
+  /// Inf_φ: state (N,c,d), chunk (N,j,d) with 1 <= j <= c -> (N,j,d) in width d (before W_out).
+  torch::Tensor inf(const torch::Tensor& state, const torch::Tensor& chunk);
+  /// e expanded to (N,c,d).
+  torch::Tensor identity(int64_t n) const;
+
+  /// Plain version of forward: each prefix from the definition, one Inf call per chunk.
+  torch::Tensor reference_forward(const torch::Tensor& x);
+
+  /// Saves a decode state: versioned binary with a checksum (format in src/psm/tpsm_state_io.cpp).
+  void save_state(const TpsmState& state, const std::string& path) const;
+  /// Loads a state saved by save_state for this mixer's spec. Throws mixlab::Error naming the
+  /// path for a missing, truncated, corrupt (checksum), wrong-version or mismatched file.
+  std::unique_ptr<TpsmState> load_state(const std::string& path);
+
+  const TpsmScanStats& last_scan_stats() const { return stats_; }
+  const TpsmOptions& options() const { return options_; }
+  int64_t chunk() const { return options_.chunk; }
+  int64_t width() const { return d_; }
+
+ private:
+  void check_input(const torch::Tensor& x, const char* what) const;
+  torch::Tensor encode(const torch::Tensor& x);  // (..., C) -> (..., d)
+  torch::Tensor decode(const torch::Tensor& y);  // (..., d) -> (..., C)
+  std::unique_ptr<TpsmState::Counter> make_counter(int64_t batch);
+
+  TpsmOptions options_;
+  int64_t C_ = 0, d_ = 0;
+  PsmTransformer agg_net_{nullptr}, inf_net_{nullptr};
+  torch::Tensor compress_;                            // (c,2c) for compress=linear
+  torch::Tensor e_;                                   // (c,d) parameter or buffer
+  torch::nn::Linear w_in_{nullptr}, w_out_{nullptr};  // only when d != C
+  TpsmScanStats stats_;
+};
+
+}  // namespace mixlab

@@ -1,0 +1,60 @@
+// The GPT-2-style transformer of the T-PSM; see mixlab/psm/psm_transformer.h.
+#include "mixlab/psm/psm_transformer.h"
+
+#include <cmath>
+#include <string>
+
+#include "mixlab/core/error.h"
+#include "mixlab/core/tensor_checks.h"
+
+namespace mixlab {
+
+PsmTransformerImpl::PsmTransformerImpl(const PsmTransformerOptions& options, const char* what) : options_(options) {
+  const auto& o = options_;
+  MIXLAB_CHECK(o.d > 0, "{}: width d must be > 0, got {}", what, o.d);
+  MIXLAB_CHECK(o.heads > 0 && o.d % o.heads == 0, "{}: heads must divide the width d = {}, got heads = {}", what, o.d,
+               o.heads);
+  MIXLAB_CHECK(o.layers > 0, "{}: layers must be > 0, got {}", what, o.layers);
+  MIXLAB_CHECK(o.max_positions > 0, "{}: max_positions must be > 0, got {}", what, o.max_positions);
+  pos_ = register_parameter("pos", torch::randn({o.max_positions, o.d}) * 0.02);
+  const double resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(o.layers));
+  for (int64_t l = 0; l < o.layers; ++l) {
+    Block b;
+    const std::string p = "block" + std::to_string(l) + "_";
+    b.ln1 = register_module(p + "ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d})));
+    b.ln2 = register_module(p + "ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d})));
+    b.qkv = register_module(p + "qkv", torch::nn::Linear(o.d, 3 * o.d));
+    b.proj = register_module(p + "proj", torch::nn::Linear(o.d, o.d));
+    b.fc1 = register_module(p + "fc1", torch::nn::Linear(o.d, 4 * o.d));
+    b.fc2 = register_module(p + "fc2", torch::nn::Linear(4 * o.d, o.d));
+    torch::NoGradGuard no_grad;
+    for (auto* lin : {&b.qkv, &b.fc1}) (*lin)->weight.normal_(0.0, 0.02);
+    for (auto* lin : {&b.proj, &b.fc2}) (*lin)->weight.normal_(0.0, resid_std);
+    for (auto* lin : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) (*lin)->bias.zero_();
+    blocks_.push_back(b);
+  }
+  ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d})));
+}
+
+torch::Tensor PsmTransformerImpl::forward(const torch::Tensor& x) {
+  const auto& o = options_;
+  // Internal: the T-PSM builds x itself (checked shapes at its boundary).
+  MIXLAB_ASSERT(x.dim() == 3 && x.size(2) == o.d && x.size(1) >= 1 && x.size(1) <= o.max_positions,
+                "PsmTransformer: x must be (N,S,{}) with 1 <= S <= {}, got {}", o.d, o.max_positions, shape_string(x));
+  const int64_t N = x.size(0), S = x.size(1), H = o.heads, D = o.d / o.heads;
+  torch::Tensor mask;  // (S,S) true where a score is removed
+  if (o.causal) mask = torch::ones({S, S}, x.options().dtype(torch::kBool)).triu(1);
+  torch::Tensor h = x + pos_.narrow(0, 0, S);
+  for (auto& b : blocks_) {
+    auto qkv = b.qkv(b.ln1(h)).view({N, S, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,N,H,S,D)
+    auto q = qkv[0], k = qkv[1], v = qkv[2];
+    auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(D));  // (N,H,S,S)
+    if (o.causal) scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
+    auto att = torch::matmul(torch::softmax(scores, -1), v);  // (N,H,S,D)
+    h = h + b.proj(att.transpose(1, 2).reshape({N, S, o.d}));
+    h = h + b.fc2(torch::gelu(b.fc1(b.ln2(h))));
+  }
+  return ln_f_(h);
+}
+
+}  // namespace mixlab

@@ -1,0 +1,163 @@
+// The S5 state-tracking task; layout and curriculum documented in mixlab/train/task_s5.h.
+#include "mixlab/train/task_s5.h"
+
+#include <algorithm>
+#include <fstream>
+#include <vector>
+
+#include "mixlab/core/error.h"
+
+namespace mixlab {
+namespace {
+
+// The 120 permutations in lexicographic order and their composition table, built once.
+struct S5Tables {
+  std::vector<S5Perm> perms;
+  std::vector<int64_t> compose;  // [a * 120 + b] = rank(a · b)
+  S5Tables() {
+    S5Perm p = {0, 1, 2, 3, 4};
+    do perms.push_back(p);
+    while (std::next_permutation(p.begin(), p.end()));
+    compose.resize(kS5Elements * kS5Elements);
+    for (int64_t a = 0; a < kS5Elements; ++a)
+      for (int64_t b = 0; b < kS5Elements; ++b) {
+        S5Perm ab;
+        for (int i = 0; i < 5; ++i) ab[i] = perms[b][perms[a][i]];  // a first, then b
+        compose[a * kS5Elements + b] = s5_rank(ab);
+      }
+  }
+};
+const S5Tables& tables() {
+  static const S5Tables t;
+  return t;
+}
+
+// splitmix64, the generator family of tasks.cpp (platform independent).
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+int64_t below(uint64_t& s, int64_t n) {  // uniform in [0, n) without modulo bias
+  const uint64_t un = static_cast<uint64_t>(n), limit = UINT64_MAX - UINT64_MAX % un;
+  uint64_t r;
+  do r = splitmix(s);
+  while (r >= limit);
+  return static_cast<int64_t>(r % un);
+}
+
+}  // namespace
+
+S5Perm s5_permutation(int64_t rank) {
+  MIXLAB_CHECK(rank >= 0 && rank < kS5Elements, "s5_permutation: rank must be in [0, 120), got {}", rank);
+  return tables().perms[static_cast<size_t>(rank)];
+}
+
+int64_t s5_rank(const S5Perm& p) {
+  // Lehmer code: digit i counts the later entries smaller than p[i], weight (4 - i)!.
+  static constexpr int64_t kFact[5] = {24, 6, 2, 1, 1};
+  int64_t rank = 0;
+  for (int i = 0; i < 5; ++i) {
+    MIXLAB_CHECK(p[i] >= 0 && p[i] < 5, "s5_rank: entries must be in [0, 5), got {} at {}", p[i], i);
+    int smaller = 0;
+    for (int j = i + 1; j < 5; ++j) smaller += p[j] < p[i];
+    rank += smaller * kFact[i];
+  }
+  return rank;
+}
+
+int64_t s5_compose(int64_t a, int64_t b) {
+  MIXLAB_CHECK(a >= 0 && a < kS5Elements && b >= 0 && b < kS5Elements,
+               "s5_compose: ranks must be in [0, 120), got {} and {}", a, b);
+  return tables().compose[static_cast<size_t>(a * kS5Elements + b)];
+}
+
+void s5_validate(const TaskSpec& spec) {
+  MIXLAB_CHECK(spec.vocab >= kS5MinVocab, "task s5: vocab must be >= {} (4 special tokens + 120 permutations), got {}",
+               kS5MinVocab, spec.vocab);
+  MIXLAB_CHECK(spec.length >= 1, "task s5: length must be >= 1, got {}", spec.length);
+}
+
+Batch s5_generate(const TaskSpec& spec, int64_t batch_size, int64_t n, uint64_t seed) {
+  s5_validate(spec);
+  MIXLAB_CHECK(batch_size >= 1, "task s5: batch_size must be >= 1, got {}", batch_size);
+  MIXLAB_CHECK(n >= 1, "task s5: length must be >= 1, got {}", n);
+  std::vector<int64_t> tokens(static_cast<size_t>(batch_size * n)), targets(tokens.size());
+  for (int64_t b = 0; b < batch_size; ++b) {
+    uint64_t s = task_seed_mix(seed, 11, static_cast<uint64_t>(b));
+    int64_t prefix = 0;  // identity
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t g = below(s, kS5Elements);
+      prefix = s5_compose(prefix, g);
+      tokens[static_cast<size_t>(b * n + t)] = kFirstContentToken + g;
+      targets[static_cast<size_t>(b * n + t)] = kFirstContentToken + prefix;
+    }
+  }
+  auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  Batch out;
+  out.tokens = torch::from_blob(tokens.data(), {batch_size, n}, i64).clone();
+  out.targets = torch::from_blob(targets.data(), {batch_size, n}, i64).clone();
+  out.mask = torch::ones({batch_size, n});
+  out.answer = torch::arange(n, i64).unsqueeze(0).expand({batch_size, n}).contiguous();
+  out.hops = torch::full({batch_size, n}, -1, i64);
+  out.length = n;
+  return out;
+}
+
+Batch s5_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, int64_t total_steps, uint64_t seed) {
+  s5_validate(spec);
+  const int64_t L = spec.length, lo = std::min(kS5MinLength, L);
+  const int phase = task_phase(spec, step, total_steps);
+  const int64_t hi = std::max(lo, lo + (L - lo) * (phase + 1) / 4);
+  uint64_t s = task_seed_mix(seed, 12, static_cast<uint64_t>(step));
+  const int64_t n = lo + below(s, hi - lo + 1);
+  return s5_generate(spec, batch_size, n, task_seed_mix(seed, 2, static_cast<uint64_t>(step)));
+}
+
+Batch s5_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t n, int64_t index, uint64_t seed) {
+  return s5_generate(spec, batch_size, n,
+                     task_seed_mix(seed, 13 + static_cast<uint64_t>(n), static_cast<uint64_t>(index)));
+}
+
+std::vector<S5LengthError> s5_error_by_length(const S5Predictor& predict, const TaskSpec& spec,
+                                              const std::vector<int64_t>& lengths, int64_t rows, int64_t batch_size,
+                                              uint64_t seed) {
+  s5_validate(spec);
+  MIXLAB_CHECK(rows >= 1 && batch_size >= 1, "s5_error_by_length: rows and batch_size must be >= 1, got {} and {}",
+               rows, batch_size);
+  std::vector<S5LengthError> out;
+  for (int64_t n : lengths) {
+    MIXLAB_CHECK(n >= 1, "s5_error_by_length: lengths must be >= 1, got {}", n);
+    S5LengthError e;
+    e.length = n;
+    int64_t wrong_final = 0, wrong_tokens = 0;
+    for (int64_t done = 0, index = 0; done < rows; ++index) {
+      const int64_t b = std::min(batch_size, rows - done);
+      const Batch batch = s5_eval_batch(spec, b, n, index, seed);
+      const torch::Tensor logits = predict(batch.tokens);
+      MIXLAB_CHECK(logits.dim() == 3 && logits.size(0) == b && logits.size(1) == n && logits.size(2) >= kS5MinVocab,
+                   "s5_error_by_length: the predictor must return logits (B,T,V) = ({},{},>= {}), got {}", b, n,
+                   kS5MinVocab, fmt::join(logits.sizes().vec(), ","));
+      const torch::Tensor wrong = logits.argmax(-1) != batch.targets;  // (B,T)
+      wrong_tokens += wrong.sum().item<int64_t>();
+      wrong_final += wrong.select(1, n - 1).sum().item<int64_t>();
+      done += b;
+    }
+    e.rows = rows;
+    e.final_error = static_cast<double>(wrong_final) / static_cast<double>(rows);
+    e.token_error = static_cast<double>(wrong_tokens) / static_cast<double>(rows * n);
+    out.push_back(e);
+  }
+  return out;
+}
+
+void s5_error_csv_write(const std::string& path, const std::vector<S5LengthError>& errors) {
+  std::ofstream f(path);
+  MIXLAB_CHECK(f.good(), "s5_error_csv_write: cannot open '{}' for writing", path);
+  f << "length,rows,final_error,token_error\n";
+  for (const auto& e : errors)
+    f << fmt::format("{},{},{:.6f},{:.6f}\n", e.length, e.rows, e.final_error, e.token_error);
+}
+
+}  // namespace mixlab

@@ -1,0 +1,243 @@
+// Transformer-PSM: scan forward vs the plain reference (forward, backward, gradcheck in double),
+// streaming (Alg. 4) vs the training forward (Alg. 3), the binary-counter memory, state
+// save/restore, complexity counts and bad input.
+#include "mixlab/psm/tpsm.h"
+
+#include <gtest/gtest.h>
+
+#include <bitset>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "support/expect_error.h"
+#include "support/gradcheck.h"
+
+namespace {
+
+using mixlab::TpsmMixer;
+using mixlab::TpsmOptions;
+using mixlab::TpsmState;
+
+mixlab::MixerDims dims(int64_t C = 16, int64_t H = 2) {
+  mixlab::MixerDims d;
+  d.d_model = C;
+  d.n_heads = H;
+  return d;
+}
+
+std::shared_ptr<TpsmMixer> make(const std::string& args, int64_t C = 16, int64_t H = 2) {
+  return std::make_shared<TpsmMixer>(args, dims(C, H));
+}
+
+int64_t popcount(int64_t v) { return static_cast<int64_t>(std::bitset<64>(static_cast<uint64_t>(v)).count()); }
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("mixlab_tpsm_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+// Streams x through step() and stacks the outputs: (B,T,C).
+torch::Tensor stream(TpsmMixer& m, mixlab::MixerState& state, const torch::Tensor& x) {
+  std::vector<torch::Tensor> ys;
+  for (int64_t t = 0; t < x.size(1); ++t) ys.push_back(m.step(state, x.select(1, t)));
+  return torch::stack(ys, 1);
+}
+
+}  // namespace
+
+TEST(Tpsm, StreamingEqualsScanForwardAtEveryPosition) {
+  // Thm. 3.5 on the whole model: float32, every position, T not a multiple of c.
+  for (auto [c, T] : {std::pair<int64_t, int64_t>{1, 257}, {4, 203}, {16, 300}}) {
+    SCOPED_TRACE("c=" + std::to_string(c) + " T=" + std::to_string(T));
+    torch::manual_seed(11);
+    auto m = make("c=" + std::to_string(c) + ":agg_layers=2:compress=linear:identity=learned");
+    m->eval();
+    torch::NoGradGuard no_grad;
+    auto x = torch::randn({2, T, 16});
+    auto y = m->forward(x);
+    auto state = m->init_state(2);
+    auto ys = stream(*m, *state, x);
+    const double err = (ys - y).abs().max().item<double>();
+    EXPECT_LE(err, 1e-5);
+    EXPECT_EQ(state->position(), T);
+  }
+}
+
+TEST(Tpsm, ScanForwardEqualsReferenceForwardAndBackward) {
+  for (const char* args : {"c=4:agg_layers=2", "c=3:compress=linear:identity=learned", "c=1:d=8:agg_heads=1"}) {
+    SCOPED_TRACE(args);
+    torch::manual_seed(12);
+    auto m = make(args);
+    auto x = torch::randn({2, 29, 16}, torch::requires_grad());
+    auto w = torch::randn({2, 29, 16});
+    auto y = m->forward(x);
+    auto params = m->parameters();
+    std::vector<torch::Tensor> inputs = params;
+    inputs.push_back(x);
+    auto g = torch::autograd::grad({(y * w).sum()}, inputs);
+    auto y_ref = m->reference_forward(x);
+    auto g_ref = torch::autograd::grad({(y_ref * w).sum()}, inputs);
+    EXPECT_TRUE(mixlab::testing::all_close(y, y_ref, 1e-5, 1e-5));
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_TRUE(mixlab::testing::all_close(g[i], g_ref[i], 1e-4, 1e-5)) << "input " << i;
+  }
+}
+
+TEST(Tpsm, GradcheckInDoubleOnTinyModel) {
+  torch::manual_seed(13);
+  auto m = make("c=2:agg_layers=1:compress=linear:identity=learned", 4, 1);
+  m->to(torch::kDouble);
+  auto x = torch::randn({1, 7, 4}, torch::dtype(torch::kDouble).requires_grad(true));
+  EXPECT_TRUE(mixlab::testing::gradcheck([&](const std::vector<at::Tensor>& in) { return m->forward(in[0]); }, {x}));
+  // Parameters: central differences on e, the compression and one Agg and one Inf weight.
+  auto v = torch::randn({1, 7, 4}, torch::kDouble);
+  auto x0 = x.detach();
+  auto loss = [&] { return (m->forward(x0) * v).sum(); };
+  m->zero_grad();
+  loss().backward();
+  auto params = m->named_parameters();
+  for (const char* name : {"identity", "compress", "agg.block0_qkv.weight", "inf.block0_fc1.weight"}) {
+    SCOPED_TRACE(name);
+    auto p = params[name];
+    auto flat = p.detach().view(-1);
+    auto numeric = torch::zeros_like(flat);
+    torch::NoGradGuard no_grad;
+    const double eps = 1e-6;
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      const double orig = flat[i].item<double>();
+      flat[i] = orig + eps;
+      const double up = loss().item<double>();
+      flat[i] = orig - eps;
+      const double down = loss().item<double>();
+      flat[i] = orig;
+      numeric[i] = (up - down) / (2 * eps);
+    }
+    EXPECT_TRUE(mixlab::testing::all_close(p.grad().view(-1), numeric, 1e-4, 1e-6));
+  }
+}
+
+TEST(Tpsm, ForwardIsCausalAcrossChunkPadding) {
+  torch::manual_seed(14);
+  auto m = make("c=5");
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({2, 23, 16});
+  auto y = m->forward(x);
+  for (int64_t T : {1, 4, 5, 6, 12, 22}) {
+    SCOPED_TRACE(T);
+    EXPECT_TRUE(mixlab::testing::all_close(m->forward(x.narrow(1, 0, T)), y.narrow(1, 0, T), 1e-5, 1e-5));
+  }
+  auto x2 = x.clone();
+  x2.select(1, 11).add_(torch::randn({2, 16}));  // not a constant: LayerNorm removes those
+  auto y2 = m->forward(x2);
+  EXPECT_TRUE(torch::equal(y2.narrow(1, 0, 11), y.narrow(1, 0, 11)));
+  EXPECT_FALSE(torch::allclose(y2.select(1, 11), y.select(1, 11)));
+  EXPECT_FALSE(torch::allclose(y2.select(1, 20), y.select(1, 20)));  // later chunk sees it through Agg
+}
+
+TEST(Tpsm, StateHoldsPopcountRootsAndCountsItsBytes) {
+  torch::manual_seed(15);
+  const int64_t B = 2, c = 3, d = 16;
+  auto m = make("c=3");
+  torch::NoGradGuard no_grad;
+  auto state = m->init_state(B);
+  auto& s = static_cast<TpsmState&>(*state);
+  const int64_t slab = B * c * d * static_cast<int64_t>(sizeof(float));
+  EXPECT_EQ(s.bytes(), slab);  // the chunk buffer only
+  for (int64_t t = 1; t <= 3 * 70; ++t) {
+    m->step(s, torch::randn({B, d}));
+    const int64_t chunks = t / c;
+    ASSERT_EQ(s.chunks(), chunks);
+    ASSERT_EQ(s.roots(), popcount(chunks)) << "after " << chunks << " chunks";
+    ASSERT_LE(s.roots(), static_cast<int64_t>(std::ceil(std::log2(static_cast<double>(chunks + 1)))));
+    // One root and one cached fold per occupied level, plus the buffer.
+    ASSERT_EQ(s.bytes(), (2 * popcount(chunks) + 1) * slab);
+    // Merges (chunks - popcount) plus one fold per chunk: amortised <= 2 Agg calls per chunk.
+    ASSERT_EQ(s.agg_calls(), 2 * chunks - popcount(chunks));
+  }
+}
+
+TEST(Tpsm, ScanIsBatchedPerTreeLevel) {
+  torch::manual_seed(16);
+  auto m = make("c=2");
+  torch::NoGradGuard no_grad;
+  for (int64_t r : {1, 2, 3, 17, 64, 100}) {
+    SCOPED_TRACE(r);
+    m->forward(torch::randn({1, 2 * r - 1, 16}));
+    const auto& st = m->last_scan_stats();
+    EXPECT_EQ(st.chunks, r);
+    const int64_t leaves = r - 1;
+    int64_t levels = 0;
+    while ((int64_t{1} << levels) < leaves + 1) ++levels;
+    EXPECT_LE(st.agg_calls, 2 * leaves);
+    EXPECT_GE(st.agg_calls, leaves);  // at least one Agg per prefix beyond P_0
+    EXPECT_LE(st.batched_levels, 2 * levels);
+    if (r == 100) EXPECT_GE(st.max_agg_batch, 32);  // a level really is one call
+  }
+}
+
+TEST(Tpsm, SaveMidStreamLoadAndContinueIsBitwiseEqual) {
+  torch::manual_seed(17);
+  auto m = make("c=4:identity=learned");
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({2, 61, 16});
+  auto a = m->init_state(2);
+  stream(*m, *a, x.narrow(1, 0, 23));  // 5 chunks + 3 buffered tokens
+  const std::string path = temp_path("state.bin");
+  m->save_state(static_cast<TpsmState&>(*a), path);
+  auto b = m->load_state(path);
+  EXPECT_EQ(b->position(), 23);
+  EXPECT_EQ(b->roots(), popcount(5));
+  EXPECT_EQ(b->bytes(), a->bytes());
+  auto ya = stream(*m, *a, x.narrow(1, 23, 38));
+  auto yb = stream(*m, *b, x.narrow(1, 23, 38));
+  EXPECT_TRUE(torch::equal(ya, yb));
+
+  // Every single flipped byte is caught (checksum, magic or version).
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const std::string bad = temp_path("corrupt.bin");
+  for (size_t pos : {size_t{3}, size_t{9}, bytes.size() / 2, bytes.size() - 20, bytes.size() - 1}) {
+    SCOPED_TRACE(pos);
+    auto copy = bytes;
+    copy[pos] ^= 0x5a;
+    std::ofstream(bad, std::ios::binary).write(copy.data(), static_cast<std::streamsize>(copy.size()));
+    EXPECT_THROW(m->load_state(bad), mixlab::Error);
+  }
+  auto copy = bytes;
+  copy[bytes.size() / 2] ^= 1;
+  std::ofstream(bad, std::ios::binary).write(copy.data(), static_cast<std::streamsize>(copy.size()));
+  expect_error([&] { m->load_state(bad); }, {"corrupt.bin", "checksum"});
+  std::ofstream(bad, std::ios::binary | std::ios::trunc).write(bytes.data(), 40);
+  expect_error([&] { m->load_state(bad); }, "corrupt.bin");
+  expect_error([&] { m->load_state(temp_path("missing.bin")); }, {"missing.bin", "cannot open"});
+  // A state of another configuration is refused.
+  auto other = make("c=4:identity=zeros");
+  expect_error([&] { other->load_state(path); }, {"saved for mixer", "identity=learned"});
+  std::remove(path.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST(Tpsm, SpecIsCanonicalAndRoundTrips) {
+  auto m = make("compress=linear:c=8:inf_layers=2");
+  EXPECT_EQ(m->spec(),
+            "tpsm:c=8:agg_d=16:inf_d=16:agg_heads=2:agg_layers=1:inf_heads=2:inf_layers=2:compress=linear:"
+            "identity=zeros");
+  auto again = make(m->spec().substr(5));
+  EXPECT_EQ(again->spec(), m->spec());
+}
+
+TEST(Tpsm, BadInputErrorsNameTheArgument) {
+  expect_error([] { make("c=0"); }, {"chunk c", ">= 1", "got 0"});
+  expect_error([] { make("agg_d=8:inf_d=16"); }, {"agg_d and inf_d must be equal", "agg_d = 8", "inf_d = 16"});
+  expect_error([] { make("agg_heads=3"); }, {"tpsm Agg", "heads must divide", "heads = 3"});
+  expect_error([] { make("c=4:bogus=1"); }, {"unknown key 'bogus'"});
+  expect_error([] { make("compress=mean"); }, {"compress must be right_half or linear", "mean"});
+  expect_error([] { make("c=4:c=5"); }, "given twice");
+  expect_error([] { make("c"); }, "key=value");
+  auto m = make("c=4");
+  expect_error([&] { m->forward(torch::randn({2, 5, 15})); }, {"x must be (B,T,C)", "C = 16", "[2,5,15]"});
+  expect_error([&] { m->forward(torch::randn({2, 0, 16})); }, "T >= 1");
+  auto state = m->init_state(2);
+  expect_error([&] { m->step(*state, torch::randn({3, 16})); }, {"x_t must be (B,C)", "[3,16]"});
+}
