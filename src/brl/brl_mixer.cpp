@@ -110,9 +110,9 @@ torch::Tensor BrlMixer::attn_weights(const torch::Tensor& scores) const {
 torch::Tensor BrlMixer::compress(const torch::Tensor& ct, const torch::Tensor& history) {
   const int64_t H = dims_.n_heads;
   const double scale = 1.0 / (static_cast<double>(opt_.slots) * std::sqrt(static_cast<double>(dims_.d_model)));
-  auto q = split_heads(comp_q_(ct), H);        // (...,H,M,D)
-  auto k1 = split_heads(comp_k1_(history), H);  // (...,H,N,D)
-  auto v = split_heads(comp_v_(history), H);    // (...,H,N,D)
+  auto q = split_heads(comp_q_(ct), H);                                   // (...,H,M,D)
+  auto k1 = split_heads(comp_k1_(history), H);                            // (...,H,N,D)
+  auto v = split_heads(comp_v_(history), H);                              // (...,H,N,D)
   auto s = attn_weights(torch::matmul(q, k1.transpose(-1, -2)) * scale);  // (...,H,M,N)
   if (opt_.diff) {
     auto k2 = split_heads(comp_k2_(history), H);

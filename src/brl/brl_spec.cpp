@@ -50,8 +50,7 @@ BrlOptions brl_options_parse(const std::string& spec, const std::string& args) {
       MIXLAB_CHECK(o.slots > 0, "mixer spec '{}': brl key 'm' (compressed tokens) must be > 0, got {}", spec, o.slots);
     } else if (key == "block") {
       o.block = parse_int(spec, key, value);
-      MIXLAB_CHECK(o.block > 0, "mixer spec '{}': brl key 'block' (history length) must be > 0, got {}", spec,
-                   o.block);
+      MIXLAB_CHECK(o.block > 0, "mixer spec '{}': brl key 'block' (history length) must be > 0, got {}", spec, o.block);
     } else if (key == "beta") {
       o.beta = parse_real(spec, key, value);
       MIXLAB_CHECK(o.beta >= 0.0 && o.beta <= 1.0, "mixer spec '{}': brl key 'beta' must be in [0, 1], got {}", spec,
@@ -66,8 +65,7 @@ BrlOptions brl_options_parse(const std::string& spec, const std::string& args) {
       } else if (value == "relu2") {
         o.attn = BrlAttn::kRelu2;
       } else {
-        MIXLAB_CHECK(false, "mixer spec '{}': brl key 'attn' must be softmax, laplace or relu2, got '{}'", spec,
-                     value);
+        MIXLAB_CHECK(false, "mixer spec '{}': brl key 'attn' must be softmax, laplace or relu2, got '{}'", spec, value);
       }
     } else if (key == "diff") {
       MIXLAB_CHECK(value == "0" || value == "1", "mixer spec '{}': brl key 'diff' must be 0 or 1, got '{}'", spec,

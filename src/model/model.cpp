@@ -101,8 +101,8 @@ DecoderModel::DecoderModel(const ModelDims& dims, const MixerFactory& factory) :
       if (memory_source_ == nullptr) memory_source_ = mm;
       const MemoryDims a = memory_source_->memory_dims(), b = mm->memory_dims();
       MIXLAB_CHECK(a.slots == b.slots && a.width == b.width,
-                   "DecoderModel: block {} memory mixer has memory M={}, Dm={}, the stream has M={}, Dm={}", l,
-                   b.slots, b.width, a.slots, a.width);
+                   "DecoderModel: block {} memory mixer has memory M={}, Dm={}, the stream has M={}, Dm={}", l, b.slots,
+                   b.width, a.slots, a.width);
     }
   }
   ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dims.d_model})));
@@ -134,11 +134,12 @@ torch::Tensor DecoderModel::step(DecoderState& state, const torch::Tensor& token
   check_dim("DecoderModel::step", "tokens_t", tokens_t, 1, "(B)");
   MIXLAB_CHECK(state.blocks.size() == blocks_.size(), "DecoderModel::step: state has {} blocks, model has {}",
                state.blocks.size(), blocks_.size());
-  MIXLAB_CHECK(state.memory.size() == blocks_.size(), "DecoderModel::step: state has {} memory slots, model has {} blocks",
-               state.memory.size(), blocks_.size());
-  MIXLAB_CHECK(state.position < dims_.max_len, "DecoderModel::step: position {} reached max_len = {}",
-               state.position, dims_.max_len);
-  auto x = embed_(tokens_t);  // (B,C)
+  MIXLAB_CHECK(state.memory.size() == blocks_.size(),
+               "DecoderModel::step: state has {} memory slots, model has {} blocks", state.memory.size(),
+               blocks_.size());
+  MIXLAB_CHECK(state.position < dims_.max_len, "DecoderModel::step: position {} reached max_len = {}", state.position,
+               dims_.max_len);
+  auto x = embed_(tokens_t);                 // (B,C)
   torch::Tensor memory = state.memory_init;  // entering block 0; each memory block replaces it
   for (size_t l = 0; l < blocks_.size(); ++l) {
     x = blocks_[l]->step(*state.blocks[l], x, memory, state.memory[l]);

@@ -72,10 +72,14 @@ struct Case {
 // and every parameter), in double.
 TEST(BrlMixer, ForwardAndBackwardMatchReference) {
   const std::vector<Case> cases = {
-      {"w=3:m=3:block=4", 1},           {"w=3:m=3:block=4", 7},
-      {"w=3:m=3:block=4", 16},          {"w=2:m=5:block=3:attn=laplace", 13},
-      {"w=4:m=2:block=5:attn=relu2", 11}, {"w=3:m=3:block=4:diff=0", 9},
-      {"w=1:m=1:block=1:beta=0", 5},    {"w=6:m=4:block=2:beta=1", 9},
+      {"w=3:m=3:block=4", 1},
+      {"w=3:m=3:block=4", 7},
+      {"w=3:m=3:block=4", 16},
+      {"w=2:m=5:block=3:attn=laplace", 13},
+      {"w=4:m=2:block=5:attn=relu2", 11},
+      {"w=3:m=3:block=4:diff=0", 9},
+      {"w=1:m=1:block=1:beta=0", 5},
+      {"w=6:m=4:block=2:beta=1", 9},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args + " T=" + std::to_string(c.T));
@@ -84,8 +88,8 @@ TEST(BrlMixer, ForwardAndBackwardMatchReference) {
     mixer->to(torch::kDouble);
     const int64_t B = 2;
     auto x = torch::randn({B, c.T, 8}, torch::kDouble).requires_grad_(true);
-    auto mem = (torch::randn({B, mixer->blocks_for(c.T), mixer->options().slots, 8}, torch::kDouble))
-                   .requires_grad_(true);
+    auto mem =
+        (torch::randn({B, mixer->blocks_for(c.T), mixer->options().slots, 8}, torch::kDouble)).requires_grad_(true);
     auto fast = mixer->forward_memory(x, mem);
     auto ref = brl_reference_forward(*mixer, x, mem);
     EXPECT_TRUE(all_close(fast.y, ref.y, 1e-9, 1e-10));
@@ -183,7 +187,8 @@ TEST(BrlMixer, StepEqualsForwardRowByRow) {
     // The plain Mixer interface (own initial memory) agrees too.
     auto y = mixer->forward(x);
     auto s2 = mixer->init_state(B);
-    for (int64_t t = 0; t < T; ++t) EXPECT_TRUE(all_close(mixer->step(*s2, x.select(1, t)), y.select(1, t), 1e-4, 1e-5));
+    for (int64_t t = 0; t < T; ++t)
+      EXPECT_TRUE(all_close(mixer->step(*s2, x.select(1, t)), y.select(1, t), 1e-4, 1e-5));
   }
 }
 
@@ -210,8 +215,11 @@ TEST(BrlMixer, RejectsBadInput) {
   auto mixer = make("w=2:m=2:block=3");
   expect_error([&] { mixer->forward(torch::randn({2, 5, 7})); }, {"brl forward", "x", "(B,T,C)"});
   expect_error([&] { mixer->forward(torch::randn({5, 8})); }, {"brl forward", "x"});
-  expect_error([&] { mixer->forward_memory(torch::randn({1, 7, 8}), torch::randn({1, 2, 2, 8})); },
-               {"brl forward", "memory", "(B,K,M,C)"});
+  expect_error(
+      [&] {
+        mixer->forward_memory(torch::randn({1, 7, 8}), torch::randn({1, 2, 2, 8}));
+      },
+      {"brl forward", "memory", "(B,K,M,C)"});
   auto state = mixer->init_state(1);
   expect_error([&] { mixer->step(*state, torch::randn({2, 8})); }, {"brl step", "x_t"});
   expect_error([&] { make("w=2", dims(8, 3)); }, "divisible");

@@ -47,7 +47,7 @@ struct BrlOptions {
   double beta = 0.5;    // β of the evolution, in [0, 1]
   double lambda = 0.5;  // initial λ per head
   BrlAttn attn = BrlAttn::kSoftmax;
-  bool diff = true;     // differential F_comp; false = plain cross-attention (γ = 0, no K2)
+  bool diff = true;  // differential F_comp; false = plain cross-attention (γ = 0, no K2)
 };
 
 /// Parses the arguments of `brl:w=W:m=M[:block=N][:beta=B][:lambda=L][:attn=softmax|laplace|relu2][:diff=0|1]`
@@ -106,14 +106,14 @@ class BrlMixer : public MemoryMixer {
   BrlOptions opt_;
   int64_t head_dim_;
   std::shared_ptr<AttentionMixer> local_;
-  torch::Tensor ct0_;                              // (M,C) x_ct^(0) ~ N(0,1)
+  torch::Tensor ct0_;  // (M,C) x_ct^(0) ~ N(0,1)
   torch::nn::Linear comp_q_{nullptr}, comp_k1_{nullptr}, comp_k2_{nullptr}, comp_v_{nullptr};
-  torch::Tensor gamma_q_, gamma_k1_, gamma_k2_;    // (H) each, diff only
+  torch::Tensor gamma_q_, gamma_k1_, gamma_k2_;  // (H) each, diff only
   torch::nn::GroupNorm comp_norm_{nullptr};
   torch::nn::LayerNorm evolve_norm_{nullptr};
-  torch::nn::Linear evolve_m_{nullptr};            // f^M
+  torch::nn::Linear evolve_m_{nullptr};  // f^M
   torch::nn::Linear prop_q_{nullptr}, prop_k_{nullptr}, prop_v_{nullptr};
-  torch::Tensor lambda_;                           // (H)
+  torch::Tensor lambda_;  // (H)
   torch::nn::LayerNorm prop_norm_{nullptr};
 };
 

@@ -36,8 +36,8 @@
 namespace mixlab {
 
 struct ModelDims {
-  int64_t vocab = 64;      // V
-  int64_t d_model = 64;    // C
+  int64_t vocab = 64;    // V
+  int64_t d_model = 64;  // C
   int64_t layers = 2;
   int64_t heads = 4;       // H, passed to the mixer
   int64_t mlp_ratio = 4;   // r
@@ -53,7 +53,7 @@ MixerFactory mixer_factory_from_spec(const std::string& spec);
 class Block : public torch::nn::Module {
  public:
   Block(const ModelDims& dims, MixerPtr mixer);
-  torch::Tensor forward(const torch::Tensor& x);                     // (B,T,C) -> (B,T,C)
+  torch::Tensor forward(const torch::Tensor& x);                    // (B,T,C) -> (B,T,C)
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t);  // (B,C) -> (B,C)
   /// With the memory stream: x (B,T,C), memory (B,K,M,Dm) or undefined -> {x', memory'};
   /// a block without a memory mixer passes the memory through.
@@ -73,7 +73,7 @@ class Block : public torch::nn::Module {
   MixerPtr mixer_;
   std::shared_ptr<MemoryMixer> memory_mixer_;
   torch::nn::Linear fc_{nullptr}, proj_{nullptr};
-  torch::nn::LayerNorm mem_ln_{nullptr};                 // memory blocks only
+  torch::nn::LayerNorm mem_ln_{nullptr};                   // memory blocks only
   torch::nn::Linear mem_fc_{nullptr}, mem_proj_{nullptr};  // memory blocks only
 };
 
