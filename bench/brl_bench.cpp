@@ -99,8 +99,8 @@ void inference_sizes(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
-BENCHMARK(BM_FwdBwd)->Apply(train_sizes)->Unit(benchmark::kMillisecond)->MinTime(0.5);
-BENCHMARK(BM_Inference)->Apply(inference_sizes)->Unit(benchmark::kMillisecond)->MinTime(0.5);
-BENCHMARK(BM_DecodeAt)->ArgsProduct({{1, 2}, {1024, 16384}})->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+BENCHMARK(BM_FwdBwd)->Apply(train_sizes)->Unit(benchmark::kMillisecond)->MinTime(0.2);
+BENCHMARK(BM_Inference)->Apply(inference_sizes)->Unit(benchmark::kMillisecond)->MinTime(0.2);
+BENCHMARK(BM_DecodeAt)->ArgsProduct({{1, 2}, {1024, 16384}})->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 
 BENCHMARK_MAIN();
