@@ -15,8 +15,7 @@ const std::string kRoot = MIXLAB_BENCH_SOURCE_DIR;
 
 std::string corpus_text() {
   const std::string brown = kRoot + "/data/brown";
-  const mixlab::Corpus c =
-      mixlab::Corpus::load_brown(std::filesystem::exists(brown) ? brown : kRoot + "/data/sample");
+  const mixlab::Corpus c = mixlab::Corpus::load_brown(std::filesystem::exists(brown) ? brown : kRoot + "/data/sample");
   std::string text;
   for (auto split : {mixlab::Split::kTrain, mixlab::Split::kValidation})
     for (const auto& d : c.documents(split)) text += d.text + "\n";

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "mixlab/attention/attention.h"
+#include "mixlab/brl/brl_mixer.h"
 #include "mixlab/core/error.h"
 #include "mixlab/psm/tpsm.h"
 #include "mixlab/resolvent/resolvent_mixer.h"
@@ -30,6 +31,7 @@ enum class MixerFamily {
   kGatedDeltaNet,
   kToeplitz,
   kTpsm,
+  kBrl,
   kCount  // keep last
 };
 
@@ -134,6 +136,10 @@ const FamilyRow kFamilies[] = {
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return std::make_shared<TpsmMixer>(args, dims);
      }},
+    {MixerFamily::kBrl,
+     {"brl", "brl[:w=W][:m=M][:block=N][:beta=B][:lambda=L][:attn=softmax|laplace|relu2][:diff=0|1]",
+      "BRL-Attention: local:W + m evolving compressed tokens, block-causal (seed 001); O(W+m) per token"},
+     brl_mixer_create},
 };
 static_assert(std::size(kFamilies) == static_cast<size_t>(MixerFamily::kCount),
               "every MixerFamily needs exactly one row in kFamilies");

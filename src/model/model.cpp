@@ -26,6 +26,19 @@ Block::Block(const ModelDims& dims, MixerPtr mixer) : mixer_(std::move(mixer)) {
   fc_->bias.zero_();
   proj_->weight.normal_(0.0, 0.02 / std::sqrt(2.0 * static_cast<double>(dims.layers)));
   proj_->bias.zero_();
+  memory_mixer_ = std::dynamic_pointer_cast<MemoryMixer>(mixer_);
+  if (memory_mixer_) {
+    const MemoryDims md = memory_mixer_->memory_dims();
+    MIXLAB_CHECK(md.slots >= 1 && md.width >= 1, "Block: memory mixer '{}' reports memory dims M={}, Dm={}",
+                 mixer_->spec(), md.slots, md.width);
+    mem_ln_ = register_module("mem_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({md.width})));
+    mem_fc_ = register_module("mem_fc", torch::nn::Linear(md.width, dims.mlp_ratio * md.width));
+    mem_proj_ = register_module("mem_proj", torch::nn::Linear(dims.mlp_ratio * md.width, md.width));
+    mem_fc_->weight.normal_(0.0, 0.02);
+    mem_fc_->bias.zero_();
+    mem_proj_->weight.normal_(0.0, 0.02 / std::sqrt(2.0 * static_cast<double>(dims.layers)));
+    mem_proj_->bias.zero_();
+  }
 }
 
 torch::Tensor Block::mlp(const torch::Tensor& x) { return proj_(torch::gelu(fc_(ln2_(x)))); }
@@ -40,10 +53,33 @@ torch::Tensor Block::step(MixerState& state, const torch::Tensor& x_t) {
   return h + mlp(h);
 }
 
+torch::Tensor Block::memory_update(const torch::Tensor& memory, const torch::Tensor& delta) {
+  auto h = memory + delta;
+  return h + mem_proj_(torch::gelu(mem_fc_(mem_ln_(h))));
+}
+
+std::pair<torch::Tensor, torch::Tensor> Block::forward(const torch::Tensor& x, const torch::Tensor& memory) {
+  if (!memory_mixer_) return {forward(x), memory};
+  auto mem = memory.defined() ? memory : memory_mixer_->memory_init(x.size(0), x.size(1));
+  auto out = memory_mixer_->forward_memory(ln1_(x), mem);
+  auto h = x + out.y;
+  return {h + mlp(h), memory_update(mem, out.memory_delta)};
+}
+
+torch::Tensor Block::step(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
+                          torch::Tensor& memory_out) {
+  if (!memory_mixer_) return step(state, x_t);
+  auto out = memory_mixer_->step_memory(state, ln1_(x_t), memory_in);
+  if (out.memory_delta.defined()) memory_out = memory_update(memory_in, out.memory_delta);
+  auto h = x_t + out.y;
+  return h + mlp(h);
+}
+
 int64_t DecoderState::bytes() const {
   int64_t total = 0;
   for (const auto& s : blocks) total += s->bytes();
-  return total;
+  for (const auto& m : memory) total += tensor_bytes(m);
+  return total + tensor_bytes(memory_init);
 }
 
 DecoderModel::DecoderModel(const ModelDims& dims, const MixerFactory& factory) : dims_(dims) {
@@ -61,6 +97,13 @@ DecoderModel::DecoderModel(const ModelDims& dims, const MixerFactory& factory) :
   md.max_len = dims.max_len;
   for (int64_t l = 0; l < dims.layers; ++l) {
     blocks_.push_back(register_module("block" + std::to_string(l), std::make_shared<Block>(dims, factory(md))));
+    if (auto* mm = blocks_.back()->memory_mixer()) {
+      if (memory_source_ == nullptr) memory_source_ = mm;
+      const MemoryDims a = memory_source_->memory_dims(), b = mm->memory_dims();
+      MIXLAB_CHECK(a.slots == b.slots && a.width == b.width,
+                   "DecoderModel: block {} memory mixer has memory M={}, Dm={}, the stream has M={}, Dm={}", l, b.slots,
+                   b.width, a.slots, a.width);
+    }
   }
   ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dims.d_model})));
 }
@@ -72,7 +115,9 @@ torch::Tensor DecoderModel::forward(const torch::Tensor& tokens) {
   MIXLAB_CHECK(tokens.size(1) <= dims_.max_len, "DecoderModel::forward: T = {} exceeds max_len = {}", tokens.size(1),
                dims_.max_len);
   auto x = embed_(tokens);  // (B,T,C)
-  for (auto& b : blocks_) x = b->forward(x);
+  torch::Tensor memory;     // the memory stream, (B,K,M,Dm), when a block has a memory mixer
+  if (memory_source_ != nullptr) memory = memory_source_->memory_init(tokens.size(0), tokens.size(1));
+  for (auto& b : blocks_) std::tie(x, memory) = b->forward(x, memory);
   return torch::matmul(ln_f_(x), embed_->weight.t());  // (B,T,V)
 }
 
@@ -80,6 +125,8 @@ DecoderState DecoderModel::init_state(int64_t batch) {
   MIXLAB_CHECK(batch >= 1, "DecoderModel::init_state: batch must be >= 1, got {}", batch);
   DecoderState s;
   for (auto& b : blocks_) s.blocks.push_back(b->mixer().init_state(batch));
+  s.memory.resize(blocks_.size());
+  if (memory_source_ != nullptr) s.memory_init = memory_source_->memory_init_step(batch).detach().clone();
   return s;
 }
 
@@ -87,10 +134,17 @@ torch::Tensor DecoderModel::step(DecoderState& state, const torch::Tensor& token
   check_dim("DecoderModel::step", "tokens_t", tokens_t, 1, "(B)");
   MIXLAB_CHECK(state.blocks.size() == blocks_.size(), "DecoderModel::step: state has {} blocks, model has {}",
                state.blocks.size(), blocks_.size());
+  MIXLAB_CHECK(state.memory.size() == blocks_.size(),
+               "DecoderModel::step: state has {} memory slots, model has {} blocks", state.memory.size(),
+               blocks_.size());
   MIXLAB_CHECK(state.position < dims_.max_len, "DecoderModel::step: position {} reached max_len = {}", state.position,
                dims_.max_len);
-  auto x = embed_(tokens_t);  // (B,C)
-  for (size_t l = 0; l < blocks_.size(); ++l) x = blocks_[l]->step(*state.blocks[l], x);
+  auto x = embed_(tokens_t);                 // (B,C)
+  torch::Tensor memory = state.memory_init;  // entering block 0; each memory block replaces it
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    x = blocks_[l]->step(*state.blocks[l], x, memory, state.memory[l]);
+    if (blocks_[l]->memory_mixer() != nullptr) memory = state.memory[l];
+  }
   ++state.position;
   return torch::matmul(ln_f_(x), embed_->weight.t());  // (B,V)
 }

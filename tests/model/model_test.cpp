@@ -92,5 +92,72 @@ TEST(TrainModel, ArgumentErrors) {
                "factory returned null");
 }
 
+// The memory stream: a stack of brl blocks with a plain block in between (which must pass the
+// memory through) decodes exactly like the parallel forward, across several block boundaries.
+MixerFactory brl_stack_factory() {
+  auto n = std::make_shared<int>(0);
+  return [n](const MixerDims& d) -> MixerPtr {
+    return (*n)++ % 2 == 0 ? mixer_create("brl:w=3:m=2:block=4", d) : std::make_shared<CumulativeMeanMixer>(d);
+  };
+}
+
+TEST(TrainModel, MemoryStreamStepEqualsForward) {
+  torch::manual_seed(6);
+  DecoderModel model(small_dims(3), brl_stack_factory());
+  for (int64_t B : {1, 2}) expect_step_equals_forward(model, B, 19);
+  DecoderModel only_brl(small_dims(2), mixer_factory_from_spec("brl:w=2:m=3:block=5:attn=relu2"));
+  expect_step_equals_forward(only_brl, 2, 17);
+}
+
+TEST(TrainModel, MemoryStreamIsCausalAndTrained) {
+  torch::manual_seed(7);
+  DecoderModel model(small_dims(3), brl_stack_factory());
+  auto a = torch::randint(0, 11, {2, 20}, torch::kInt64);
+  for (int64_t t : {2, 9, 13}) {
+    torch::NoGradGuard no_grad;
+    auto b = a.clone();
+    b.select(1, t).add_(1).remainder_(11);
+    auto la = model.forward(a), lb = model.forward(b);
+    EXPECT_TRUE(torch::equal(la.narrow(1, 0, t), lb.narrow(1, 0, t))) << "t=" << t;
+    EXPECT_FALSE(torch::allclose(la.select(1, t), lb.select(1, t))) << "t=" << t;
+  }
+  // The memory's own LN and MLP exist on memory blocks only and receive gradients, except the
+  // last memory block's (its updated memory is read by no later block).
+  model.forward(a).pow(2).mean().backward();
+  auto params = model.named_parameters();
+  ASSERT_TRUE(params.contains("block0.mem_fc.weight"));
+  EXPECT_FALSE(params.contains("block1.mem_fc.weight"));
+  EXPECT_TRUE(params["block0.mem_fc.weight"].grad().defined());
+  EXPECT_GT(params["block0.mem_fc.weight"].grad().abs().sum().item<double>(), 0.0);
+  EXPECT_GT(params["block0.mixer.ct0"].grad().abs().sum().item<double>(), 0.0);  // the stream's x_ct^(0)
+}
+
+TEST(TrainModel, MemoryStreamDecodeStateIsConstant) {
+  torch::manual_seed(8);
+  auto d = small_dims(2);
+  d.max_len = 400;
+  DecoderModel model(d, mixer_factory_from_spec("brl:w=3:m=2:block=4"));
+  torch::NoGradGuard no_grad;
+  auto state = model.init_state(2);
+  int64_t at_short = 0;
+  for (int64_t t = 0; t < 320; ++t) {
+    model.step(state, torch::randint(0, 11, {2}, torch::kInt64));
+    if (t + 1 == 16) at_short = state.bytes();
+  }
+  EXPECT_EQ(state.bytes(), at_short);
+  EXPECT_GT(at_short, 0);
+}
+
+TEST(TrainModel, MemoryStreamMismatchIsRejected) {
+  auto n = std::make_shared<int>(0);
+  expect_error(
+      [&] {
+        DecoderModel bad(small_dims(2), [n](const MixerDims& d) {
+          return mixer_create((*n)++ == 0 ? "brl:w=2:m=2" : "brl:w=2:m=3", d);
+        });
+      },
+      {"block 1", "M=3", "the stream has M=2"});
+}
+
 }  // namespace
 }  // namespace mixlab

@@ -12,6 +12,14 @@
 // token; equals forward(tokens)[:, t] row by row (each block steps its mixer's own state).
 // Cost per token = the mixer's decode cost + O(C^2 r) for the MLP + O(C V) for the head.
 //
+// Memory stream (mixlab/mixer/memory_mixer.h). When some blocks hold a MemoryMixer, the model
+// carries a second residual stream beside x: it starts as the first memory mixer's
+// memory_init, and every memory block does, after its token update,
+//   mem = mem + delta;  mem = mem + W_2m GELU(W_1m LN_m(mem))      (its own LN and MLP, width Dm)
+// while blocks with plain mixers pass it through. The memory never reaches the logits directly,
+// only through what the mixers read from it. In decode the stream is recomputed only when a
+// mixer reports a new delta (a segment boundary) and is kept in DecoderState::memory.
+//
 // Not supported: dropout, untied heads, key/value sharing across layers.
 #pragma once
 
@@ -22,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "mixlab/mixer/memory_mixer.h"
 #include "mixlab/mixer/mixer.h"
 
 namespace mixlab {
@@ -46,20 +55,37 @@ class Block : public torch::nn::Module {
   Block(const ModelDims& dims, MixerPtr mixer);
   torch::Tensor forward(const torch::Tensor& x);                    // (B,T,C) -> (B,T,C)
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t);  // (B,C) -> (B,C)
+  /// With the memory stream: x (B,T,C), memory (B,K,M,Dm) or undefined -> {x', memory'};
+  /// a block without a memory mixer passes the memory through.
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const torch::Tensor& memory);
+  /// Decode with the memory stream: `memory_in` (B,M,Dm) enters the block; `memory_out` is this
+  /// block's cached outgoing memory, updated only when the mixer reports a delta.
+  torch::Tensor step(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
+                     torch::Tensor& memory_out);
   Mixer& mixer() { return *mixer_; }
+  /// The mixer as a MemoryMixer, or null when it has no memory.
+  MemoryMixer* memory_mixer() { return memory_mixer_.get(); }
 
  private:
   torch::Tensor mlp(const torch::Tensor& x);
+  torch::Tensor memory_update(const torch::Tensor& memory, const torch::Tensor& delta);
   torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
   MixerPtr mixer_;
+  std::shared_ptr<MemoryMixer> memory_mixer_;
   torch::nn::Linear fc_{nullptr}, proj_{nullptr};
+  torch::nn::LayerNorm mem_ln_{nullptr};                   // memory blocks only
+  torch::nn::Linear mem_fc_{nullptr}, mem_proj_{nullptr};  // memory blocks only
 };
 
 /// Per-block mixer states of one decode.
 struct DecoderState {
   std::vector<std::unique_ptr<MixerState>> blocks;
+  /// Memory stream: the initial memory (B,M,Dm) and each block's outgoing memory (undefined for
+  /// blocks without a memory mixer, and for all when the model has none).
+  torch::Tensor memory_init;
+  std::vector<torch::Tensor> memory;
   int64_t position = 0;
-  /// Bytes held by all mixer states.
+  /// Bytes held by all mixer states and the memory stream.
   int64_t bytes() const;
 };
 
@@ -79,6 +105,7 @@ class DecoderModel : public torch::nn::Module {
   ModelDims dims_;
   torch::nn::Embedding embed_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
+  MemoryMixer* memory_source_ = nullptr;  // the first memory mixer: the stream's initial memory
   torch::nn::LayerNorm ln_f_{nullptr};
 };
 

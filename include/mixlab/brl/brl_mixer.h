@@ -1,0 +1,123 @@
+// mixlab/brl/brl_mixer.h — BRL-Attention (seed 001, Alg. 1, eqs. 7-12, App. B.2): sliding-window
+// attention plus m evolving compressed tokens that carry information beyond the window.
+//
+//   F_gen   local attention over W past tokens: the `local:W` mixer of the attention area, reused.
+//   F_comp  differential cross-attention, the compressed tokens query the history x̄ (eq. 11-12):
+//             (S1 − γ S2) h_V,  S_i = σ(h_Q h_Ki^T / (m √d_ct)),  γ = exp(γQ γK1) − exp(γQ γK2)
+//           per head (γQ, γK1, γK2 ~ N(0, 0.1)), then a group norm per head (Alg. 1 F_comp l.7).
+//   evolve  ct' = (1−β) LN(F_comp(ct, x̄)) + β f^M(ct)       (Alg. 1 F_BRL l.7; eq. 7's outer relu
+//           is not in Alg. 1 and not applied here)
+//   F_prop  the tokens query ct': λ_h σ(z_Q z_K^T / √D) z_V per head (eq. 9, λ learnable per head)
+//   y       F_gen(x) + relu(LN(F_prop(x, ct')))           (Alg. 1 F_BRL l.8-9)
+// The compressed tokens are a memory stream (mixlab/mixer/memory_mixer.h): `delta` = ct'; the
+// backbone adds it to the stream and applies the stream's own LN + FFN (Alg. 1 brl_block).
+//
+// Block-causal training (App. B.2, Fig. 11). The sequence is cut into blocks of N tokens
+// (`block=`, default W). Block k uses compressed tokens compressed from block k−1 only (its
+// history); block 0 has no history and uses the evolved incoming memory without F_comp (Alg. 1
+// F_BRL l.4). Choice: the history is read per layer — each layer compresses its *own input*
+// over block k−1 — so one parallel pass trains every block (Alg. 1's literal segment recurrence
+// reads the last layer's output of the previous segment and is sequential; not offered). The
+// memory therefore has one entry per block: (B,K,M,C), K = ceil(T/N).
+//
+// Cost: forward O(T·(W + m)·C) time and memory, never a T×T tensor (scores are (T,W+1), (m,N)
+// per block and (N,m) per block). Decode: O((W + m)·C) per token plus F_comp once per block
+// boundary (O(m·N·C) per block = amortised O(m·C) per token). Cache: the local window (2·W·C),
+// the current block's inputs (N·C) and the propagation keys/values of the m compressed tokens
+// (2·m·C) per layer: constant in the context length.
+//
+// Not supported: d_ct ≠ d (d_ct = d, as the seed's defaults), relative bias b_rel, the φ_spiky
+// feature map (f^φ is a linear map), the sequential segment recurrence, decode-state save/restore.
+#pragma once
+
+#include <string>
+
+#include "mixlab/attention/attention.h"
+#include "mixlab/mixer/memory_mixer.h"
+
+namespace mixlab {
+
+/// σ_attn of eqs. 9 and 12.
+enum class BrlAttn { kSoftmax, kLaplace, kRelu2 };
+
+struct BrlOptions {
+  int64_t window = 8;   // W, F_gen's window (past tokens)
+  int64_t slots = 8;    // m, compressed tokens
+  int64_t block = 0;    // N, block (history) length; 0 = W
+  double beta = 0.5;    // β of the evolution, in [0, 1]
+  double lambda = 0.5;  // initial λ per head
+  BrlAttn attn = BrlAttn::kSoftmax;
+  bool diff = true;  // differential F_comp; false = plain cross-attention (γ = 0, no K2)
+};
+
+/// Parses the arguments of `brl:w=W:m=M[:block=N][:beta=B][:lambda=L][:attn=softmax|laplace|relu2][:diff=0|1]`
+/// (`args` is the part after "brl:"); errors name `spec` and the key.
+BrlOptions brl_options_parse(const std::string& spec, const std::string& args);
+
+/// Decode state: the local window's KV cache, the inputs of the current block, and the
+/// propagation keys/values of the current compressed tokens.
+class BrlState : public MixerState {
+ public:
+  int64_t position() const override { return pos; }
+  int64_t bytes() const override;
+  int64_t cached_positions() const override { return local->cached_positions(); }
+
+  std::unique_ptr<MixerState> local;  // F_gen's KV cache
+  torch::Tensor block_inputs;         // (B,N,C): inputs of the current block, slot t mod N
+  torch::Tensor prop_k, prop_v;       // (B,H,M,D): F_prop keys/values of the current ct'
+  int64_t pos = 0;
+};
+
+class BrlMixer : public MemoryMixer {
+ public:
+  BrlMixer(const MixerDims& dims, const BrlOptions& options);
+
+  MemoryDims memory_dims() const override { return {opt_.slots, dims_.d_model}; }
+  torch::Tensor memory_init(int64_t batch, int64_t T) override;
+  torch::Tensor memory_init_step(int64_t batch) override;
+  MemoryOutput forward_memory(const torch::Tensor& x, const torch::Tensor& memory) override;
+  MemoryOutput step_memory(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory) override;
+  std::unique_ptr<MixerState> init_state(int64_t batch) override;
+  std::string spec() const override;
+  std::string cost_class() const override { return "O(k)"; }
+
+  const BrlOptions& options() const { return opt_; }
+  int64_t block() const { return opt_.block; }
+  /// Number of blocks (memory segments) for T tokens.
+  int64_t blocks_for(int64_t T) const { return (T + opt_.block - 1) / opt_.block; }
+  /// γ per head (H), 0 when diff is off.
+  torch::Tensor gamma() const;
+  /// σ_attn applied to scores (...,keys) along the last dim.
+  torch::Tensor attn_weights(const torch::Tensor& scores) const;
+
+  // The parts, on any leading dims "...": shared by forward and step (the dense reference in
+  // brl_reference.h recomputes them independently).
+  /// ct (...,M,C), history (...,N,C) -> F_comp (...,M,C), group-normed.
+  torch::Tensor compress(const torch::Tensor& ct, const torch::Tensor& history);
+  /// ct (...,M,C), ct_bar (...,M,C) -> ct' (...,M,C).
+  torch::Tensor evolve(const torch::Tensor& ct, const torch::Tensor& ct_bar);
+  /// ct' (...,M,C) -> F_prop keys, values (...,H,M,D).
+  std::pair<torch::Tensor, torch::Tensor> prop_keys_values(const torch::Tensor& ct_out);
+  /// x (...,T,C), keys/values (...,H,M,D) -> relu(LN(F_prop)) (...,T,C).
+  torch::Tensor propagate(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& v);
+
+ private:
+  MixerDims dims_;
+  BrlOptions opt_;
+  int64_t head_dim_;
+  std::shared_ptr<AttentionMixer> local_;
+  torch::Tensor ct0_;  // (M,C) x_ct^(0) ~ N(0,1)
+  torch::nn::Linear comp_q_{nullptr}, comp_k1_{nullptr}, comp_k2_{nullptr}, comp_v_{nullptr};
+  torch::Tensor gamma_q_, gamma_k1_, gamma_k2_;  // (H) each, diff only
+  torch::nn::GroupNorm comp_norm_{nullptr};
+  torch::nn::LayerNorm evolve_norm_{nullptr};
+  torch::nn::Linear evolve_m_{nullptr};  // f^M
+  torch::nn::Linear prop_q_{nullptr}, prop_k_{nullptr}, prop_v_{nullptr};
+  torch::Tensor lambda_;  // (H)
+  torch::nn::LayerNorm prop_norm_{nullptr};
+};
+
+/// The registry's factory: spec "brl[:args]".
+MixerPtr brl_mixer_create(const std::string& spec, const std::string& args, const MixerDims& dims);
+
+}  // namespace mixlab

@@ -1,0 +1,215 @@
+// BRL-Attention: F_gen (the local mixer) + compressed tokens (F_comp, evolution, F_prop).
+// Forward runs all blocks at once (per-layer history reading, see brl_mixer.h); step recomputes
+// the compressed tokens at each block boundary from the block it has just buffered.
+#include "mixlab/brl/brl_mixer.h"
+
+#include <cmath>
+
+#include "mixlab/core/error.h"
+#include "mixlab/core/tensor_checks.h"
+
+namespace mixlab {
+namespace {
+
+const char* attn_name(BrlAttn a) {
+  switch (a) {
+    case BrlAttn::kSoftmax:
+      return "softmax";
+    case BrlAttn::kLaplace:
+      return "laplace";
+    case BrlAttn::kRelu2:
+      return "relu2";
+  }
+  return "?";
+}
+
+// (...,L,H*D) -> (...,H,L,D)
+torch::Tensor split_heads(const torch::Tensor& t, int64_t H) {
+  auto sizes = t.sizes().vec();
+  const int64_t D = sizes.back() / H;
+  sizes.back() = H;
+  sizes.push_back(D);
+  return t.reshape(sizes).transpose(-2, -3);
+}
+
+// (...,H,L,D) -> (...,L,H*D)
+torch::Tensor merge_heads(const torch::Tensor& t) {
+  auto u = t.transpose(-2, -3);
+  auto sizes = u.sizes().vec();
+  const int64_t HD = sizes[sizes.size() - 2] * sizes.back();
+  sizes.pop_back();
+  sizes.back() = HD;
+  return u.reshape(sizes);
+}
+
+}  // namespace
+
+int64_t BrlState::bytes() const {
+  return local->bytes() + tensor_bytes(block_inputs) + tensor_bytes(prop_k) + tensor_bytes(prop_v);
+}
+
+BrlMixer::BrlMixer(const MixerDims& dims, const BrlOptions& options) : dims_(dims), opt_(options) {
+  if (opt_.block == 0) opt_.block = opt_.window;
+  MIXLAB_CHECK(opt_.window > 0 && opt_.slots > 0 && opt_.block > 0,
+               "brl: w, m and block must be > 0, got w={}, m={}, block={}", opt_.window, opt_.slots, opt_.block);
+  MIXLAB_CHECK(opt_.beta >= 0.0 && opt_.beta <= 1.0, "brl: beta must be in [0, 1], got {}", opt_.beta);
+  local_ = register_module("local", std::make_shared<AttentionMixer>(dims, opt_.window));  // checks C, H
+  const int64_t C = dims.d_model, H = dims.n_heads;
+  head_dim_ = C / H;
+  auto linear = [&](const char* name, int64_t in, int64_t out, bool bias) {
+    return register_module(name, torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)));
+  };
+  ct0_ = register_parameter("ct0", torch::randn({opt_.slots, C}));
+  comp_q_ = linear("comp_q", C, C, false);
+  comp_k1_ = linear("comp_k1", C, C, false);
+  comp_v_ = linear("comp_v", C, C, false);
+  if (opt_.diff) {
+    comp_k2_ = linear("comp_k2", C, C, false);
+    gamma_q_ = register_parameter("gamma_q", torch::randn({H}) * 0.1);
+    gamma_k1_ = register_parameter("gamma_k1", torch::randn({H}) * 0.1);
+    gamma_k2_ = register_parameter("gamma_k2", torch::randn({H}) * 0.1);
+  }
+  comp_norm_ = register_module("comp_norm", torch::nn::GroupNorm(torch::nn::GroupNormOptions(H, C)));
+  evolve_norm_ = register_module("evolve_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+  evolve_m_ = linear("evolve_m", C, C, false);
+  prop_q_ = linear("prop_q", C, C, false);
+  prop_k_ = linear("prop_k", C, C, false);
+  prop_v_ = linear("prop_v", C, C, false);
+  lambda_ = register_parameter("lambda", torch::full({H}, opt_.lambda));
+  prop_norm_ = register_module("prop_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+}
+
+std::string BrlMixer::spec() const {
+  return fmt::format("brl:w={}:m={}:block={}:beta={}:lambda={}:attn={}:diff={}", opt_.window, opt_.slots, opt_.block,
+                     opt_.beta, opt_.lambda, attn_name(opt_.attn), opt_.diff ? 1 : 0);
+}
+
+torch::Tensor BrlMixer::gamma() const {
+  if (!opt_.diff) return torch::zeros({dims_.n_heads}, ct0_.options().requires_grad(false));
+  return torch::exp(gamma_q_ * gamma_k1_) - torch::exp(gamma_q_ * gamma_k2_);
+}
+
+torch::Tensor BrlMixer::attn_weights(const torch::Tensor& scores) const {
+  const double n = static_cast<double>(scores.size(-1));
+  switch (opt_.attn) {
+    case BrlAttn::kSoftmax:
+      return scores.softmax(-1);
+    case BrlAttn::kLaplace: {
+      // Mega's Laplace attention: an erf ramp approximating relu² near 0; averaged over the keys
+      // (rather than summed) so its scale does not grow with the number of keys.
+      const double mu = std::sqrt(0.5), sigma = std::sqrt(1.0 / (4.0 * M_PI));
+      return 0.5 * (1.0 + torch::erf((scores - mu) / (sigma * std::sqrt(2.0)))) / n;
+    }
+    case BrlAttn::kRelu2:
+      return torch::relu(scores).pow(2) / n;
+  }
+  MIXLAB_ASSERT(false, "unhandled BrlAttn");
+  return {};
+}
+
+torch::Tensor BrlMixer::compress(const torch::Tensor& ct, const torch::Tensor& history) {
+  const int64_t H = dims_.n_heads;
+  const double scale = 1.0 / (static_cast<double>(opt_.slots) * std::sqrt(static_cast<double>(dims_.d_model)));
+  auto q = split_heads(comp_q_(ct), H);                                   // (...,H,M,D)
+  auto k1 = split_heads(comp_k1_(history), H);                            // (...,H,N,D)
+  auto v = split_heads(comp_v_(history), H);                              // (...,H,N,D)
+  auto s = attn_weights(torch::matmul(q, k1.transpose(-1, -2)) * scale);  // (...,H,M,N)
+  if (opt_.diff) {
+    auto k2 = split_heads(comp_k2_(history), H);
+    auto s2 = attn_weights(torch::matmul(q, k2.transpose(-1, -2)) * scale);
+    s = s - gamma().view({H, 1, 1}) * s2;
+  }
+  auto out = merge_heads(torch::matmul(s, v));  // (...,M,C)
+  // Group norm per head (one group per head's D channels) over each compressed token.
+  auto flat = out.reshape({-1, dims_.d_model});
+  return comp_norm_(flat).view(out.sizes());
+}
+
+torch::Tensor BrlMixer::evolve(const torch::Tensor& ct, const torch::Tensor& ct_bar) {
+  return (1.0 - opt_.beta) * evolve_norm_(ct_bar) + opt_.beta * evolve_m_(ct);
+}
+
+std::pair<torch::Tensor, torch::Tensor> BrlMixer::prop_keys_values(const torch::Tensor& ct_out) {
+  return {split_heads(prop_k_(ct_out), dims_.n_heads), split_heads(prop_v_(ct_out), dims_.n_heads)};
+}
+
+torch::Tensor BrlMixer::propagate(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& v) {
+  const int64_t H = dims_.n_heads;
+  auto q = split_heads(prop_q_(x), H);  // (...,H,T,D)
+  auto s = attn_weights(torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_)));
+  auto out = merge_heads(lambda_.view({H, 1, 1}) * torch::matmul(s, v));  // (...,T,C)
+  return torch::relu(prop_norm_(out));
+}
+
+torch::Tensor BrlMixer::memory_init(int64_t batch, int64_t T) {
+  MIXLAB_CHECK(batch > 0 && T > 0, "brl memory_init: batch and T must be > 0, got {} and {}", batch, T);
+  return ct0_.expand({batch, blocks_for(T), opt_.slots, dims_.d_model});
+}
+
+torch::Tensor BrlMixer::memory_init_step(int64_t batch) {
+  MIXLAB_CHECK(batch > 0, "brl memory_init_step: batch must be > 0, got {}", batch);
+  return ct0_.expand({batch, opt_.slots, dims_.d_model});
+}
+
+MemoryOutput BrlMixer::forward_memory(const torch::Tensor& x, const torch::Tensor& memory) {
+  const char* fn = "brl forward";
+  check_shape(fn, "x", x, {-1, -1, dims_.d_model}, "(B,T,C)");
+  check_floating(fn, "x", x);
+  const int64_t B = x.size(0), T = x.size(1), C = dims_.d_model, M = opt_.slots, N = opt_.block;
+  MIXLAB_CHECK(T > 0, "{}: x must have T > 0, got shape {}", fn, shape_string(x));
+  const int64_t K = blocks_for(T);
+  check_shape(fn, "memory", memory, {B, K, M, C}, "(B,K,M,C) with K = ceil(T/block)");
+
+  auto y_gen = local_->forward(x);  // F_gen, O(T·W·C)
+  // Blocks: pad the tail so x is (B,K,N,C); the padding is never a history (only blocks
+  // 0..K-2, all complete, are) and its outputs are cut off below.
+  auto xb = torch::constant_pad_nd(x, {0, 0, 0, K * N - T}).view({B, K, N, C});
+  // ct̄: block 0 has no history; block k >= 1 compresses block k-1 (this layer's input).
+  torch::Tensor ct_bar = memory;
+  if (K > 1) {
+    auto comp = compress(memory.narrow(1, 1, K - 1), xb.narrow(1, 0, K - 1));  // (B,K-1,M,C)
+    ct_bar = torch::cat({memory.narrow(1, 0, 1), comp}, 1);
+  }
+  auto ct_out = evolve(memory, ct_bar);  // (B,K,M,C)
+  auto kv = prop_keys_values(ct_out);    // (B,K,H,M,D)
+  auto y_reg = propagate(xb, kv.first, kv.second).reshape({B, K * N, C}).narrow(1, 0, T);
+  return {y_gen + y_reg, ct_out};
+}
+
+std::unique_ptr<MixerState> BrlMixer::init_state(int64_t batch) {
+  MIXLAB_CHECK(batch > 0, "{}: init_state batch must be > 0, got {}", spec(), batch);
+  auto s = std::make_unique<BrlState>();
+  s->local = local_->init_state(batch);
+  s->block_inputs = torch::zeros({batch, opt_.block, dims_.d_model}, ct0_.options().requires_grad(false));
+  return s;
+}
+
+MemoryOutput BrlMixer::step_memory(MixerState& state_base, const torch::Tensor& x_t, const torch::Tensor& memory) {
+  auto* state = dynamic_cast<BrlState*>(&state_base);
+  MIXLAB_CHECK(state != nullptr, "brl step: state was not created by this mixer's init_state");
+  check_shape("brl step", "x_t", x_t, {state->block_inputs.size(0), dims_.d_model}, "(B,C)");
+  const int64_t N = opt_.block, slot = state->pos % N;
+  MemoryOutput out;
+  if (slot == 0) {
+    // Block boundary: the buffer holds the whole previous block (the history), if any.
+    check_shape("brl step", "memory", memory, {x_t.size(0), opt_.slots, dims_.d_model}, "(B,M,C)");
+    auto ct_bar = state->pos == 0 ? memory : compress(memory, state->block_inputs);
+    out.memory_delta = evolve(memory, ct_bar);
+    std::tie(state->prop_k, state->prop_v) = prop_keys_values(out.memory_delta);
+  }
+  auto y_gen = local_->step(*state->local, x_t);
+  auto y_reg = propagate(x_t.unsqueeze(1), state->prop_k, state->prop_v).squeeze(1);
+  {
+    torch::NoGradGuard no_grad;
+    state->block_inputs.select(1, slot).copy_(x_t);
+  }
+  ++state->pos;
+  out.y = y_gen + y_reg;
+  return out;
+}
+
+MixerPtr brl_mixer_create(const std::string& spec, const std::string& args, const MixerDims& dims) {
+  return std::make_shared<BrlMixer>(dims, brl_options_parse(spec, args));
+}
+
+}  // namespace mixlab

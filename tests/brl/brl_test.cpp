@@ -1,0 +1,229 @@
+// BRL-Attention: spec errors, fast forward/backward vs the dense reference (every σ, diff on and
+// off, awkward T), finite-difference gradients in double, block causality, what the compressed
+// tokens reach, decode == forward, constant cache.
+#include <gtest/gtest.h>
+
+#include "mixlab/brl/brl_mixer.h"
+#include "mixlab/brl/brl_reference.h"
+#include "mixlab/core/error.h"
+#include "support/expect_error.h"
+#include "support/gradcheck.h"
+
+namespace mixlab {
+namespace {
+
+using testing::all_close;
+
+MixerDims dims(int64_t C = 8, int64_t H = 2) {
+  MixerDims d;
+  d.d_model = C;
+  d.n_heads = H;
+  d.max_len = 512;
+  return d;
+}
+
+std::shared_ptr<BrlMixer> make(const std::string& args, MixerDims d = dims()) {
+  return std::dynamic_pointer_cast<BrlMixer>(brl_mixer_create("brl:" + args, args, d));
+}
+
+TEST(BrlSpec, DefaultsAndKeys) {
+  auto o = brl_options_parse("brl", "");
+  EXPECT_EQ(o.window, 8);
+  EXPECT_EQ(o.slots, 8);
+  EXPECT_EQ(o.block, 8);  // block defaults to w
+  EXPECT_TRUE(o.diff);
+  o = brl_options_parse("s", "w=5:m=3:block=7:beta=0.25:lambda=0.1:attn=relu2:diff=0");
+  EXPECT_EQ(o.window, 5);
+  EXPECT_EQ(o.slots, 3);
+  EXPECT_EQ(o.block, 7);
+  EXPECT_DOUBLE_EQ(o.beta, 0.25);
+  EXPECT_DOUBLE_EQ(o.lambda, 0.1);
+  EXPECT_EQ(o.attn, BrlAttn::kRelu2);
+  EXPECT_FALSE(o.diff);
+  EXPECT_EQ(make("w=4:m=2")->spec(), "brl:w=4:m=2:block=4:beta=0.5:lambda=0.5:attn=softmax:diff=1");
+}
+
+TEST(BrlSpec, ErrorsNameTheKey) {
+  auto bad = [](const std::string& args, std::vector<std::string> frags) {
+    frags.push_back("brl:" + args);
+    expect_error([&] { brl_options_parse("brl:" + args, args); }, frags);
+  };
+  bad("w=0", {"'w'", "> 0", "got 0"});
+  bad("w=-3", {"'w'", "> 0"});
+  bad("m=0", {"'m'", "> 0"});
+  bad("w=4:m=x", {"'m'", "integer", "'x'"});
+  bad("beta=1.5", {"'beta'", "[0, 1]", "1.5"});
+  bad("beta=-0.1", {"'beta'", "[0, 1]"});
+  bad("beta=abc", {"'beta'", "real number"});
+  bad("foo=1", {"unknown brl key 'foo'", "known: w, m"});
+  bad("attn=gelu", {"'attn'", "softmax, laplace or relu2", "'gelu'"});
+  bad("diff=2", {"'diff'", "0 or 1"});
+  bad("w", {"key=value", "'w'"});
+  bad("w=3:w=4", {"'w'", "twice"});
+  bad("block=0", {"'block'", "> 0"});
+}
+
+struct Case {
+  std::string args;
+  int64_t T;
+};
+
+// Fast path vs the dense reference, forward (y and the memory update) and backward (x, memory
+// and every parameter), in double.
+TEST(BrlMixer, ForwardAndBackwardMatchReference) {
+  const std::vector<Case> cases = {
+      {"w=3:m=3:block=4", 1},
+      {"w=3:m=3:block=4", 7},
+      {"w=3:m=3:block=4", 16},
+      {"w=2:m=5:block=3:attn=laplace", 13},
+      {"w=4:m=2:block=5:attn=relu2", 11},
+      {"w=3:m=3:block=4:diff=0", 9},
+      {"w=1:m=1:block=1:beta=0", 5},
+      {"w=6:m=4:block=2:beta=1", 9},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args + " T=" + std::to_string(c.T));
+    torch::manual_seed(7);
+    auto mixer = make(c.args);
+    mixer->to(torch::kDouble);
+    const int64_t B = 2;
+    auto x = torch::randn({B, c.T, 8}, torch::kDouble).requires_grad_(true);
+    auto mem =
+        (torch::randn({B, mixer->blocks_for(c.T), mixer->options().slots, 8}, torch::kDouble)).requires_grad_(true);
+    auto fast = mixer->forward_memory(x, mem);
+    auto ref = brl_reference_forward(*mixer, x, mem);
+    EXPECT_TRUE(all_close(fast.y, ref.y, 1e-9, 1e-10));
+    EXPECT_TRUE(all_close(fast.memory_delta, ref.memory_delta, 1e-9, 1e-10));
+    auto gy = torch::randn_like(fast.y), gm = torch::randn_like(fast.memory_delta);
+    std::vector<torch::Tensor> inputs = {x, mem};
+    for (const auto& p : mixer->parameters()) inputs.push_back(p);
+    auto g_fast = torch::autograd::grad({fast.y, fast.memory_delta}, inputs, {gy, gm}, false, false, true);
+    auto g_ref = torch::autograd::grad({ref.y, ref.memory_delta}, inputs, {gy, gm}, false, false, true);
+    ASSERT_EQ(g_fast.size(), g_ref.size());
+    for (size_t i = 0; i < g_fast.size(); ++i) {
+      SCOPED_TRACE("input " + std::to_string(i));
+      ASSERT_EQ(g_fast[i].defined(), g_ref[i].defined());
+      if (g_fast[i].defined()) EXPECT_TRUE(all_close(g_fast[i], g_ref[i], 1e-8, 1e-10));
+    }
+  }
+}
+
+TEST(BrlMixer, GradcheckInDouble) {
+  for (const char* args : {"w=2:m=2:block=3", "w=2:m=2:block=3:attn=laplace:diff=0"}) {
+    SCOPED_TRACE(args);
+    torch::manual_seed(11);
+    auto mixer = make(args);
+    mixer->to(torch::kDouble);
+    auto x = torch::randn({1, 7, 8}, torch::kDouble).requires_grad_(true);
+    auto mem = torch::randn({1, 3, 2, 8}, torch::kDouble).requires_grad_(true);
+    EXPECT_TRUE(testing::gradcheck(
+        [&](const std::vector<torch::Tensor>& in) {
+          auto out = mixer->forward_memory(in[0], in[1]);
+          return torch::cat({out.y.flatten(), out.memory_delta.flatten()});
+        },
+        {x, mem}));
+  }
+}
+
+// Perturbing token t changes no output before t, and no memory of a block that starts at or
+// before t's block (block k's memory reads blocks < k only).
+TEST(BrlMixer, BlockCausal) {
+  torch::manual_seed(3);
+  auto mixer = make("w=3:m=2:block=4:attn=softmax");
+  torch::NoGradGuard no_grad;
+  const int64_t T = 19, N = 4;
+  auto x = torch::randn({2, T, 8});
+  auto mem = mixer->memory_init(2, T);
+  auto base = mixer->forward_memory(x, mem);
+  for (int64_t t : {0, 3, 4, 9, 15, 18}) {
+    auto xp = x.clone();
+    xp.select(1, t).add_(torch::randn({2, 8}));
+    auto out = mixer->forward_memory(xp, mem);
+    if (t > 0) EXPECT_TRUE(torch::equal(out.y.narrow(1, 0, t), base.y.narrow(1, 0, t))) << "t=" << t;
+    EXPECT_FALSE(torch::allclose(out.y.select(1, t), base.y.select(1, t))) << "t=" << t;
+    const int64_t kb = t / N + 1;  // first block whose memory may see token t
+    EXPECT_TRUE(torch::equal(out.memory_delta.narrow(1, 0, kb), base.memory_delta.narrow(1, 0, kb))) << "t=" << t;
+  }
+}
+
+// One layer: token t hears token j through F_gen iff t-j <= W, and through the compressed tokens
+// iff j lies in the block just before t's block. So the reach goes beyond the window, and the
+// single-layer memory is exactly the previous block (the stack extends it per layer).
+TEST(BrlMixer, CompressedTokensReachThePreviousBlock) {
+  torch::manual_seed(4);
+  auto mixer = make("w=2:m=3:block=6");
+  const int64_t T = 18, N = 6, W = 2;
+  auto x = torch::randn({1, T, 8}).requires_grad_(true);
+  auto y = mixer->forward_memory(x, mixer->memory_init(1, T)).y;
+  const int64_t t = 15;  // block 2, history = block 1 (positions 6..11)
+  auto g = torch::autograd::grad({y.select(1, t).sum()}, {x})[0].abs().sum(-1).squeeze(0);  // (T)
+  for (int64_t j = 0; j < T; ++j) {
+    const bool in_window = j <= t && t - j <= W, in_block = j / N == t / N, in_history = j / N == t / N - 1;
+    // Within t's own block F_prop's query is token t only, so only the window and history count.
+    const bool expected = in_window || in_history || (in_block && j == t);
+    EXPECT_EQ(g[j].item<double>() > 0, expected) << "j=" << j;
+  }
+}
+
+TEST(BrlMixer, StepEqualsForwardRowByRow) {
+  for (const char* args : {"w=3:m=2:block=4", "w=5:m=3:block=3:attn=relu2:diff=0", "w=2:m=2:block=7:attn=laplace"}) {
+    SCOPED_TRACE(args);
+    torch::manual_seed(5);
+    auto mixer = make(args);
+    torch::NoGradGuard no_grad;
+    const int64_t B = 3, T = 23, N = mixer->block();
+    auto x = torch::randn({B, T, 8});
+    auto mem = torch::randn({B, mixer->blocks_for(T), mixer->options().slots, 8});
+    auto full = mixer->forward_memory(x, mem);
+    auto state = mixer->init_state(B);
+    for (int64_t t = 0; t < T; ++t) {
+      auto out = mixer->step_memory(*state, x.select(1, t), mem.select(1, t / N));
+      EXPECT_TRUE(all_close(out.y, full.y.select(1, t), 1e-4, 1e-5)) << "t=" << t;
+      ASSERT_EQ(out.memory_delta.defined(), t % N == 0) << "t=" << t;
+      if (out.memory_delta.defined())
+        EXPECT_TRUE(all_close(out.memory_delta, full.memory_delta.select(1, t / N), 1e-4, 1e-5)) << "t=" << t;
+    }
+    EXPECT_EQ(state->position(), T);
+    // The plain Mixer interface (own initial memory) agrees too.
+    auto y = mixer->forward(x);
+    auto s2 = mixer->init_state(B);
+    for (int64_t t = 0; t < T; ++t)
+      EXPECT_TRUE(all_close(mixer->step(*s2, x.select(1, t)), y.select(1, t), 1e-4, 1e-5));
+  }
+}
+
+// The decode cache is the window + one block of inputs + the m compressed keys/values: the same
+// bytes after 3 blocks and after 40, and exactly that sum.
+TEST(BrlMixer, DecodeCacheIsConstantInContextLength) {
+  torch::manual_seed(6);
+  const int64_t B = 2, C = 8, W = 3, M = 2, N = 4;
+  auto mixer = make("w=3:m=2:block=4");
+  torch::NoGradGuard no_grad;
+  auto state = mixer->init_state(B);
+  int64_t at_short = 0;
+  for (int64_t t = 0; t < 40 * N; ++t) {
+    mixer->step(*state, torch::randn({B, C}));
+    if (t + 1 == 3 * N) at_short = state->bytes();
+  }
+  EXPECT_EQ(state->bytes(), at_short);
+  const int64_t f = sizeof(float);
+  EXPECT_EQ(state->bytes(), f * B * (2 * W * C + N * C + 2 * M * C));
+  EXPECT_EQ(state->cached_positions(), W);
+}
+
+TEST(BrlMixer, RejectsBadInput) {
+  auto mixer = make("w=2:m=2:block=3");
+  expect_error([&] { mixer->forward(torch::randn({2, 5, 7})); }, {"brl forward", "x", "(B,T,C)"});
+  expect_error([&] { mixer->forward(torch::randn({5, 8})); }, {"brl forward", "x"});
+  expect_error(
+      [&] {
+        mixer->forward_memory(torch::randn({1, 7, 8}), torch::randn({1, 2, 2, 8}));
+      },
+      {"brl forward", "memory", "(B,K,M,C)"});
+  auto state = mixer->init_state(1);
+  expect_error([&] { mixer->step(*state, torch::randn({2, 8})); }, {"brl step", "x_t"});
+  expect_error([&] { make("w=2", dims(8, 3)); }, "divisible");
+}
+
+}  // namespace
+}  // namespace mixlab
