@@ -1,8 +1,9 @@
 // Pattern kinds, parsing errors, rows, and the cache-efficient sets (recursion vs closed form).
+#include "mixlab/pattern/pattern.h"
+
 #include <gtest/gtest.h>
 
 #include "mixlab/core/error.h"
-#include "mixlab/pattern/pattern.h"
 
 using mixlab::Pattern;
 
@@ -51,6 +52,10 @@ TEST_P(CacheForms, RecursionEqualsClosedFormUpTo5000) {
   auto p = Pattern::parse(GetParam() + "+cache");
   const int64_t T = 5000;
   auto rec = mixlab::cache_sets_recursive(p, T);
+  // i = 1: both forms give the empty read set of row 1 (it has no past), as Pattern::row(0) does.
+  ASSERT_EQ(rec[0], mixlab::cache_set_closed_form(p, 1));
+  ASSERT_TRUE(rec[0].empty());
+  ASSERT_TRUE(p.row(0).empty());
   for (int64_t i = 2; i <= T; ++i) {
     ASSERT_EQ(rec[i - 1], mixlab::cache_set_closed_form(p, i)) << GetParam() << " i=" << i;
     // Cache-efficiency: S_i ⊆ S_{i-1} ∪ {i-1}.
@@ -63,8 +68,9 @@ TEST_P(CacheForms, RecursionEqualsClosedFormUpTo5000) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CacheForms,
-                         ::testing::Values("pow2", "square", "linear", "offsets:1,2,3,5,8,13,21,34,55,89,144,233,377,"
-                                                                       "610,987,1597,2584,4181"));
+                         ::testing::Values("pow2", "square", "linear",
+                                           "offsets:1,2,3,5,8,13,21,34,55,89,144,233,377,"
+                                           "610,987,1597,2584,4181"));
 
 TEST(Pattern, PrintedDefinitionDisagreesWithClosedForm) {
   // Documents the correction: rounding within S_{i-1} ∪ {i} (as printed) differs at i = 3 for 2^k.
@@ -91,7 +97,8 @@ TEST(Pattern, RowSizeMatchesProp42) {
 }
 
 TEST(Pattern, CanonicalSpecRoundTrips) {
-  for (auto spec : {"causal", "band:8", "dense", "order:4", "pow2", "square+cache", "linear+cache", "offsets:1,2,5+cache"}) {
+  for (auto spec :
+       {"causal", "band:8", "dense", "order:4", "pow2", "square+cache", "linear+cache", "offsets:1,2,5+cache"}) {
     EXPECT_EQ(Pattern::parse(spec).spec(), spec);
     EXPECT_EQ(Pattern::parse(Pattern::parse(spec).spec()).spec(), spec);
   }
