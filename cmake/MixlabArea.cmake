@@ -16,7 +16,8 @@ function(mixlab_add_area area)
   target_include_directories(mixlab_${area} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-  target_link_libraries(mixlab_${area} PUBLIC torch)
+  # OpenMP: at::parallel_for runs in parallel only in objects compiled with -fopenmp (CMakeLists.txt).
+  target_link_libraries(mixlab_${area} PUBLIC torch OpenMP::OpenMP_CXX)
   target_compile_options(mixlab_${area} PRIVATE -Wall -Wextra -Wno-unused-parameter)
   foreach(dep ${ARG_DEPS})
     target_link_libraries(mixlab_${area} PUBLIC mixlab_${dep})

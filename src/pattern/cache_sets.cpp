@@ -4,7 +4,8 @@
 // up within S_{i−1} ∪ {i}. With that set the recursion disagrees with the closed form of
 // Prop. 4.12 from i = 3 on. Rounding up within S_{i−1} ∪ {i−1} — the token decoded just before,
 // which every decoder holds — agrees with the closed form for every i we test (tests/pattern).
-// mixlab implements the corrected recursion; the tests show it equals the closed form.
+// mixlab implements the corrected recursion; the tests show it equals the closed form for every
+// i >= 1, i = 1 included (S_1 is the empty read set of row 1, see cache_sets_recursive).
 #include <algorithm>
 
 #include "mixlab/core/error.h"
@@ -51,7 +52,10 @@ std::vector<std::vector<int64_t>> cache_sets_recursive(const Pattern& p, int64_t
   MIXLAB_CHECK(T >= 1 && T <= kPatternMaxT, "cache_sets_recursive: T must be in [1, {}], got {}", kPatternMaxT, T);
   auto offsets = p.offsets_upto(T);
   std::vector<std::vector<int64_t>> sets(static_cast<size_t>(T));
-  sets[0] = {1};  // S_1 = {1}
+  // S_1 = {}: row 1 has no past position to read (Pattern::row(0) is empty), as the closed form
+  // gives. The seed's printed S_1 = {1} is the cache after step 1, S_1 ∪ {1}; candidates for
+  // i = 2 are S_1 ∪ {1} = {1} either way, so every later set is unchanged.
+  sets[0] = {};
   std::vector<int64_t> candidates;
   for (int64_t i = 2; i <= T; ++i) {
     // Candidates: S_{i-1} ∪ {i-1} (the correction), ascending.

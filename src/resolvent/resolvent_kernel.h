@@ -2,7 +2,12 @@
 //
 // Kernels receive a params struct of raw pointers (all contiguous) and contain no checks: the
 // boundary (resolvent_op.cpp) validated and packed everything. One (b,h) slice at a time;
-// callers parallelise over slices.
+// callers parallelise over slices. The facts fixed for a whole call are template flags (picked
+// once per call by resolvent_kernel_flags, static_switch.h), not tests in the inner loops:
+//   kA        A reads past inputs (W_A > 1; else A is diagonal, W_A = 1)
+//   kB        B reads past outputs (W_B > 0; else B = 0, a non-recurrent pattern)
+//   kOffsets  row i reads i − offsets[s] (translation-invariant) instead of src (T,W)
+//   kGated    y = (1 − g) ⊙ Ax + g ⊙ By instead of Ax + By
 #pragma once
 
 #include <algorithm>
@@ -32,40 +37,6 @@ struct ResolventParams {
   const scalar_t* py = nullptr;     // (Np,D) past outputs
 };
 
-// Forward substitution: y (T,D); u, w scratch (D).
-template <typename scalar_t>
-void resolvent_forward_slice(const ResolventParams<scalar_t>& p, scalar_t* __restrict y, scalar_t* __restrict u,
-                             scalar_t* __restrict w) {
-  const int64_t D = p.D;
-  for (int64_t i = 0; i < p.T; ++i) {
-    const scalar_t* __restrict xi = p.x + i * D;
-    const scalar_t a0 = p.alpha[i * p.WA];
-    for (int64_t d = 0; d < D; ++d) u[d] = a0 * xi[d];
-    for (int64_t d = 0; d < D; ++d) w[d] = 0;
-    const int64_t* row = p.offsets ? nullptr : p.src + i * p.W;
-    for (int64_t s = 0; s < p.count[i]; ++s) {
-      const int64_t j = row ? row[s] : i - p.offsets[s];
-      if (p.WA > 1) {
-        const scalar_t a = p.alpha[i * p.WA + s + 1];
-        const scalar_t* __restrict xj = j >= 0 ? p.x + j * D : p.px + (-j - 2) * D;
-        for (int64_t d = 0; d < D; ++d) u[d] += a * xj[d];
-      }
-      if (p.WB > 0) {
-        const scalar_t b = p.beta[i * p.WB + s];
-        const scalar_t* __restrict yj = j >= 0 ? y + j * D : p.py + (-j - 2) * D;
-        for (int64_t d = 0; d < D; ++d) w[d] += b * yj[d];
-      }
-    }
-    scalar_t* __restrict yi = y + i * D;
-    if (p.gate) {
-      const scalar_t* __restrict gi = p.gate + i * D;
-      for (int64_t d = 0; d < D; ++d) yi[d] = (scalar_t(1) - gi[d]) * u[d] + gi[d] * w[d];
-    } else {
-      for (int64_t d = 0; d < D; ++d) yi[d] = u[d] + w[d];
-    }
-  }
-}
-
 template <typename scalar_t>
 inline scalar_t dot(const scalar_t* __restrict a, const scalar_t* __restrict b, int64_t D) {
   scalar_t s = 0;
@@ -73,67 +44,151 @@ inline scalar_t dot(const scalar_t* __restrict a, const scalar_t* __restrict b, 
   return s;
 }
 
-// Transposed solve. Inputs: p (as in forward), y (T,D) the forward output. In/out: h (T,D)
-// holds the upstream gradient on entry and H = (I − B)⁻ᵀ G (gated: the total gradient of y) on
-// exit. Outputs (zero on entry): dalpha (T,WA), dbeta (T,WB), dx (T,D), dgate (T,D) or null.
-// Scratch: hu, hw, u, w (D).
+// Row j of a chunk tensor (j >= 0) or past row −(j+2) of its snapshot (j <= −2).
 template <typename scalar_t>
-void resolvent_backward_slice(const ResolventParams<scalar_t>& p, const scalar_t* __restrict y, scalar_t* __restrict h,
-                              scalar_t* __restrict dalpha, scalar_t* __restrict dbeta, scalar_t* __restrict dx,
-                              scalar_t* __restrict dgate, scalar_t* __restrict hu, scalar_t* __restrict hw,
-                              scalar_t* __restrict u, scalar_t* __restrict w) {
+inline const scalar_t* source_row(const scalar_t* chunk, const scalar_t* past, int64_t j, int64_t D) {
+  return j >= 0 ? chunk + j * D : past + (-j - 2) * D;
+}
+
+// ---- the per-row and per-slot steps every kernel below is made of ---------------------------
+// Row i starts: u = α_i0 x_i, w = 0.
+template <typename scalar_t>
+inline void row_start(const ResolventParams<scalar_t>& p, int64_t i, scalar_t* __restrict u, scalar_t* __restrict w) {
+  const scalar_t a0 = p.alpha[i * p.WA];
+  const scalar_t* __restrict xi = p.x + i * p.D;
+  for (int64_t d = 0; d < p.D; ++d) u[d] = a0 * xi[d];
+  for (int64_t d = 0; d < p.D; ++d) w[d] = 0;
+}
+
+// Slot s of row i reads source j: u += α_i,s+1 x_j (kA), w += β_i,s y_j (kB).
+template <typename scalar_t, bool kA, bool kB>
+inline void slot_forward(const ResolventParams<scalar_t>& p, const scalar_t* y, int64_t i, int64_t s, int64_t j,
+                         scalar_t* __restrict u, scalar_t* __restrict w) {
+  if constexpr (kA) {
+    const scalar_t a = p.alpha[i * p.WA + s + 1];
+    const scalar_t* __restrict xj = source_row(p.x, p.px, j, p.D);
+    for (int64_t d = 0; d < p.D; ++d) u[d] += a * xj[d];
+  }
+  if constexpr (kB) {
+    const scalar_t b = p.beta[i * p.WB + s];
+    const scalar_t* __restrict yj = source_row(y, p.py, j, p.D);
+    for (int64_t d = 0; d < p.D; ++d) w[d] += b * yj[d];
+  }
+}
+
+// Row i ends: y_i = u + w, or (1 − g_i) ⊙ u + g_i ⊙ w gated.
+template <typename scalar_t, bool kGated>
+inline void row_finish(const ResolventParams<scalar_t>& p, int64_t i, const scalar_t* __restrict u,
+                       const scalar_t* __restrict w, scalar_t* __restrict yi) {
+  if constexpr (kGated) {
+    const scalar_t* __restrict gi = p.gate + i * p.D;
+    for (int64_t d = 0; d < p.D; ++d) yi[d] = (scalar_t(1) - gi[d]) * u[d] + gi[d] * w[d];
+  } else {
+    for (int64_t d = 0; d < p.D; ++d) yi[d] = u[d] + w[d];
+  }
+}
+
+// Gradients of one row, grouped so that the kernels pass them as one argument.
+template <typename scalar_t>
+struct ResolventGrads {
+  scalar_t* h = nullptr;       // (T,D) in: upstream gradient; out: H = (I − B)⁻ᵀ G
+  scalar_t* dalpha = nullptr;  // (T,WA)
+  scalar_t* dbeta = nullptr;   // (T,WB)
+  scalar_t* dx = nullptr;      // (T,D)
+  scalar_t* dgate = nullptr;   // (T,D) or null
+};
+
+// Backward of row i's own terms, once h_i is final: hu = ∂/∂u, hw = ∂/∂w; dα_i0, dx_i; and, for
+// the gate gradient, u and w restarted as in the forward.
+template <typename scalar_t, bool kGated>
+inline void row_backward_start(const ResolventParams<scalar_t>& p, const ResolventGrads<scalar_t>& g, int64_t i,
+                               scalar_t* __restrict hu, scalar_t* __restrict hw, scalar_t* __restrict u,
+                               scalar_t* __restrict w) {
   const int64_t D = p.D;
-  for (int64_t i = p.T - 1; i >= 0; --i) {
-    const scalar_t* __restrict hi = h + i * D;  // final: every row r > i has scattered into it
-    const scalar_t* __restrict xi = p.x + i * D;
-    const scalar_t* __restrict gi = p.gate ? p.gate + i * D : nullptr;
-    if (gi) {
-      for (int64_t d = 0; d < D; ++d) hu[d] = (scalar_t(1) - gi[d]) * hi[d];
-      for (int64_t d = 0; d < D; ++d) hw[d] = gi[d] * hi[d];
-    } else {
-      for (int64_t d = 0; d < D; ++d) hu[d] = hi[d];
-      for (int64_t d = 0; d < D; ++d) hw[d] = hi[d];
+  const scalar_t* __restrict hi = g.h + i * D;
+  if constexpr (kGated) {
+    const scalar_t* __restrict gi = p.gate + i * D;
+    for (int64_t d = 0; d < D; ++d) hu[d] = (scalar_t(1) - gi[d]) * hi[d];
+    for (int64_t d = 0; d < D; ++d) hw[d] = gi[d] * hi[d];
+  } else {
+    for (int64_t d = 0; d < D; ++d) hu[d] = hi[d];
+    for (int64_t d = 0; d < D; ++d) hw[d] = hi[d];
+  }
+  const scalar_t a0 = p.alpha[i * p.WA];
+  const scalar_t* __restrict xi = p.x + i * D;
+  g.dalpha[i * p.WA] = dot(hu, xi, D);
+  scalar_t* __restrict dxi = g.dx + i * D;
+  for (int64_t d = 0; d < D; ++d) dxi[d] += a0 * hu[d];
+  if constexpr (kGated) row_start(p, i, u, w);
+}
+
+// Backward of slot s of row i (source j): dα, dβ, scatter into dx_j and h_j for chunk sources
+// (j >= 0), and u, w re-accumulated for the gate gradient.
+template <typename scalar_t, bool kA, bool kB, bool kGated>
+inline void slot_backward(const ResolventParams<scalar_t>& p, const scalar_t* y, const ResolventGrads<scalar_t>& g,
+                          int64_t i, int64_t s, int64_t j, const scalar_t* __restrict hu, const scalar_t* __restrict hw,
+                          scalar_t* __restrict u, scalar_t* __restrict w) {
+  const int64_t D = p.D;
+  if constexpr (kA) {
+    const scalar_t a = p.alpha[i * p.WA + s + 1];
+    const scalar_t* __restrict xj = source_row(p.x, p.px, j, D);
+    g.dalpha[i * p.WA + s + 1] = dot(hu, xj, D);
+    if (j >= 0) {
+      scalar_t* __restrict dxj = g.dx + j * D;
+      for (int64_t d = 0; d < D; ++d) dxj[d] += a * hu[d];
     }
-    const scalar_t a0 = p.alpha[i * p.WA];
-    dalpha[i * p.WA] = dot(hu, xi, D);
-    {
-      scalar_t* __restrict dxi = dx + i * D;
-      for (int64_t d = 0; d < D; ++d) dxi[d] += a0 * hu[d];
+    if constexpr (kGated)
+      for (int64_t d = 0; d < D; ++d) u[d] += a * xj[d];
+  }
+  if constexpr (kB) {
+    const scalar_t b = p.beta[i * p.WB + s];
+    const scalar_t* __restrict yj = source_row(y, p.py, j, D);
+    g.dbeta[i * p.WB + s] = dot(hw, yj, D);
+    if (j >= 0) {
+      scalar_t* __restrict hj = g.h + j * D;
+      for (int64_t d = 0; d < D; ++d) hj[d] += b * hw[d];
     }
-    if (gi) {
-      for (int64_t d = 0; d < D; ++d) u[d] = a0 * xi[d];
-      for (int64_t d = 0; d < D; ++d) w[d] = 0;
-    }
-    const int64_t* row = p.offsets ? nullptr : p.src + i * p.W;
-    for (int64_t s = 0; s < p.count[i]; ++s) {
-      const int64_t j = row ? row[s] : i - p.offsets[s];
-      if (p.WA > 1) {
-        const scalar_t a = p.alpha[i * p.WA + s + 1];
-        const scalar_t* __restrict xj = j >= 0 ? p.x + j * D : p.px + (-j - 2) * D;
-        dalpha[i * p.WA + s + 1] = dot(hu, xj, D);
-        if (j >= 0) {
-          scalar_t* __restrict dxj = dx + j * D;
-          for (int64_t d = 0; d < D; ++d) dxj[d] += a * hu[d];
-        }
-        if (gi)
-          for (int64_t d = 0; d < D; ++d) u[d] += a * xj[d];
-      }
-      if (p.WB > 0) {
-        const scalar_t b = p.beta[i * p.WB + s];
-        const scalar_t* __restrict yj = j >= 0 ? y + j * D : p.py + (-j - 2) * D;
-        dbeta[i * p.WB + s] = dot(hw, yj, D);
-        if (j >= 0) {
-          scalar_t* __restrict hj = h + j * D;
-          for (int64_t d = 0; d < D; ++d) hj[d] += b * hw[d];
-        }
-        if (gi)
-          for (int64_t d = 0; d < D; ++d) w[d] += b * yj[d];
-      }
-    }
-    if (gi) {
-      scalar_t* __restrict dgi = dgate + i * D;
-      for (int64_t d = 0; d < D; ++d) dgi[d] = hi[d] * (w[d] - u[d]);
-    }
+    if constexpr (kGated)
+      for (int64_t d = 0; d < D; ++d) w[d] += b * yj[d];
+  }
+}
+
+// dg_i = h_i ⊙ (w − u) once row i's u, w are complete.
+template <typename scalar_t>
+inline void row_backward_gate(const ResolventParams<scalar_t>& p, const ResolventGrads<scalar_t>& g, int64_t i,
+                              const scalar_t* __restrict u, const scalar_t* __restrict w) {
+  const scalar_t* __restrict hi = g.h + i * p.D;
+  scalar_t* __restrict dgi = g.dgate + i * p.D;
+  for (int64_t d = 0; d < p.D; ++d) dgi[d] = hi[d] * (w[d] - u[d]);
+}
+
+// ---- row kernels --------------------------------------------------------------------------
+// Forward substitution: y (T,D); u, w scratch (D).
+template <typename scalar_t, bool kA, bool kB, bool kOffsets, bool kGated>
+void resolvent_forward_slice(const ResolventParams<scalar_t>& p, scalar_t* __restrict y, scalar_t* __restrict u,
+                             scalar_t* __restrict w) {
+  for (int64_t i = 0; i < p.T; ++i) {
+    row_start(p, i, u, w);
+    const int64_t* row = kOffsets ? nullptr : p.src + i * p.W;
+    for (int64_t s = 0; s < p.count[i]; ++s)
+      slot_forward<scalar_t, kA, kB>(p, y, i, s, kOffsets ? i - p.offsets[s] : row[s], u, w);
+    row_finish<scalar_t, kGated>(p, i, u, w, y + i * p.D);
+  }
+}
+
+// Transposed solve. Inputs: p (as in forward), y (T,D) the forward output. g.h holds the
+// upstream gradient on entry and H = (I − B)⁻ᵀ G (gated: the total gradient of y) on exit; the
+// other gradients are zero on entry. Scratch: hu, hw, u, w (D).
+template <typename scalar_t, bool kA, bool kB, bool kOffsets, bool kGated>
+void resolvent_backward_slice(const ResolventParams<scalar_t>& p, const scalar_t* __restrict y,
+                              const ResolventGrads<scalar_t>& g, scalar_t* __restrict hu, scalar_t* __restrict hw,
+                              scalar_t* __restrict u, scalar_t* __restrict w) {
+  for (int64_t i = p.T - 1; i >= 0; --i) {  // h_i is final: every row r > i has scattered into it
+    row_backward_start<scalar_t, kGated>(p, g, i, hu, hw, u, w);
+    const int64_t* row = kOffsets ? nullptr : p.src + i * p.W;
+    for (int64_t s = 0; s < p.count[i]; ++s)
+      slot_backward<scalar_t, kA, kB, kGated>(p, y, g, i, s, kOffsets ? i - p.offsets[s] : row[s], hu, hw, u, w);
+    if constexpr (kGated) row_backward_gate(p, g, i, u, w);
   }
 }
 
@@ -147,74 +202,36 @@ void resolvent_backward_slice(const ResolventParams<scalar_t>& p, const scalar_t
 constexpr int64_t kBlockRows = 64;
 
 // Forward. Scratch: u, w (kBlockRows·D).
-template <typename scalar_t>
+template <typename scalar_t, bool kA, bool kB, bool kGated>  // rows are always offsets here
 void resolvent_forward_slice_blocked(const ResolventParams<scalar_t>& p, scalar_t* __restrict y,
                                      scalar_t* __restrict ubuf, scalar_t* __restrict wbuf) {
   const int64_t D = p.D, T = p.T;
   for (int64_t i0 = 0; i0 < T; i0 += kBlockRows) {
     const int64_t i1 = std::min(T, i0 + kBlockRows);
-    for (int64_t r = i0; r < i1; ++r) {
-      const scalar_t a0 = p.alpha[r * p.WA];
-      const scalar_t* __restrict xr = p.x + r * D;
-      scalar_t* __restrict u = ubuf + (r - i0) * D;
-      scalar_t* __restrict w = wbuf + (r - i0) * D;
-      for (int64_t d = 0; d < D; ++d) u[d] = a0 * xr[d];
-      for (int64_t d = 0; d < D; ++d) w[d] = 0;
-    }
+    for (int64_t r = i0; r < i1; ++r) row_start(p, r, ubuf + (r - i0) * D, wbuf + (r - i0) * D);
     // Sources before the block, offset-major. Row r reads offset s iff f <= r (s < count[r]).
     for (int64_t s = 0; s < p.W; ++s) {
       const int64_t f = p.offsets[s];
       if (f > i1 - 1) break;  // ascending offsets: no row of this block reads it
       const int64_t rlo = std::max(i0, f), rhi = std::min(i1, i0 + f);
-      for (int64_t r = rlo; r < rhi; ++r) {
-        const int64_t j = r - f;
-        if (p.WA > 1) {
-          const scalar_t a = p.alpha[r * p.WA + s + 1];
-          const scalar_t* __restrict xj = p.x + j * D;
-          scalar_t* __restrict u = ubuf + (r - i0) * D;
-          for (int64_t d = 0; d < D; ++d) u[d] += a * xj[d];
-        }
-        if (p.WB > 0) {
-          const scalar_t b = p.beta[r * p.WB + s];
-          const scalar_t* __restrict yj = y + j * D;
-          scalar_t* __restrict w = wbuf + (r - i0) * D;
-          for (int64_t d = 0; d < D; ++d) w[d] += b * yj[d];
-        }
-      }
+      for (int64_t r = rlo; r < rhi; ++r)
+        slot_forward<scalar_t, kA, kB>(p, y, r, s, r - f, ubuf + (r - i0) * D, wbuf + (r - i0) * D);
     }
     // Sources inside the block, row by row (their y is final when read).
     for (int64_t r = i0; r < i1; ++r) {
       scalar_t* __restrict u = ubuf + (r - i0) * D;
       scalar_t* __restrict w = wbuf + (r - i0) * D;
-      for (int64_t s = 0; s < p.count[r] && p.offsets[s] <= r - i0; ++s) {
-        const int64_t j = r - p.offsets[s];
-        if (p.WA > 1) {
-          const scalar_t a = p.alpha[r * p.WA + s + 1];
-          const scalar_t* __restrict xj = p.x + j * D;
-          for (int64_t d = 0; d < D; ++d) u[d] += a * xj[d];
-        }
-        if (p.WB > 0) {
-          const scalar_t b = p.beta[r * p.WB + s];
-          const scalar_t* __restrict yj = y + j * D;
-          for (int64_t d = 0; d < D; ++d) w[d] += b * yj[d];
-        }
-      }
-      scalar_t* __restrict yr = y + r * D;
-      if (p.gate) {
-        const scalar_t* __restrict gr = p.gate + r * D;
-        for (int64_t d = 0; d < D; ++d) yr[d] = (scalar_t(1) - gr[d]) * u[d] + gr[d] * w[d];
-      } else {
-        for (int64_t d = 0; d < D; ++d) yr[d] = u[d] + w[d];
-      }
+      for (int64_t s = 0; s < p.count[r] && p.offsets[s] <= r - i0; ++s)
+        slot_forward<scalar_t, kA, kB>(p, y, r, s, r - p.offsets[s], u, w);
+      row_finish<scalar_t, kGated>(p, r, u, w, y + r * D);
     }
   }
 }
 
 // Backward (same contract as resolvent_backward_slice). Scratch: hu, hw, u, w (kBlockRows·D each).
-template <typename scalar_t>
+template <typename scalar_t, bool kA, bool kB, bool kGated>  // rows are always offsets here
 void resolvent_backward_slice_blocked(const ResolventParams<scalar_t>& p, const scalar_t* __restrict y,
-                                      scalar_t* __restrict h, scalar_t* __restrict dalpha, scalar_t* __restrict dbeta,
-                                      scalar_t* __restrict dx, scalar_t* __restrict dgate, scalar_t* __restrict hubuf,
+                                      const ResolventGrads<scalar_t>& g, scalar_t* __restrict hubuf,
                                       scalar_t* __restrict hwbuf, scalar_t* __restrict ubuf,
                                       scalar_t* __restrict wbuf) {
   const int64_t D = p.D, T = p.T;
@@ -224,88 +241,25 @@ void resolvent_backward_slice_blocked(const ResolventParams<scalar_t>& p, const 
     // In-block rows, descending: h_r is final (later blocks scattered into it in their
     // out-of-block phase, later rows of this block just now).
     for (int64_t r = i1 - 1; r >= i0; --r) {
-      const scalar_t* __restrict hr = h + r * D;
-      const scalar_t* __restrict xr = p.x + r * D;
-      const scalar_t* __restrict gr = p.gate ? p.gate + r * D : nullptr;
       scalar_t* __restrict hu = hubuf + (r - i0) * D;
       scalar_t* __restrict hw = hwbuf + (r - i0) * D;
       scalar_t* __restrict u = ubuf + (r - i0) * D;
       scalar_t* __restrict w = wbuf + (r - i0) * D;
-      if (gr) {
-        for (int64_t d = 0; d < D; ++d) hu[d] = (scalar_t(1) - gr[d]) * hr[d];
-        for (int64_t d = 0; d < D; ++d) hw[d] = gr[d] * hr[d];
-      } else {
-        for (int64_t d = 0; d < D; ++d) hu[d] = hr[d];
-        for (int64_t d = 0; d < D; ++d) hw[d] = hr[d];
-      }
-      const scalar_t a0 = p.alpha[r * p.WA];
-      dalpha[r * p.WA] = dot(hu, xr, D);
-      scalar_t* __restrict dxr = dx + r * D;
-      for (int64_t d = 0; d < D; ++d) dxr[d] += a0 * hu[d];
-      for (int64_t d = 0; d < D; ++d) u[d] = a0 * xr[d];
-      for (int64_t d = 0; d < D; ++d) w[d] = 0;
-      for (int64_t s = 0; s < p.count[r] && p.offsets[s] <= r - i0; ++s) {
-        const int64_t j = r - p.offsets[s];
-        if (p.WA > 1) {
-          const scalar_t a = p.alpha[r * p.WA + s + 1];
-          const scalar_t* __restrict xj = p.x + j * D;
-          dalpha[r * p.WA + s + 1] = dot(hu, xj, D);
-          scalar_t* __restrict dxj = dx + j * D;
-          for (int64_t d = 0; d < D; ++d) dxj[d] += a * hu[d];
-          for (int64_t d = 0; d < D; ++d) u[d] += a * xj[d];
-        }
-        if (p.WB > 0) {
-          const scalar_t b = p.beta[r * p.WB + s];
-          const scalar_t* __restrict yj = y + j * D;
-          dbeta[r * p.WB + s] = dot(hw, yj, D);
-          scalar_t* __restrict hj = h + j * D;
-          for (int64_t d = 0; d < D; ++d) hj[d] += b * hw[d];
-          for (int64_t d = 0; d < D; ++d) w[d] += b * yj[d];
-        }
-      }
+      row_backward_start<scalar_t, kGated>(p, g, r, hu, hw, u, w);
+      for (int64_t s = 0; s < p.count[r] && p.offsets[s] <= r - i0; ++s)
+        slot_backward<scalar_t, kA, kB, kGated>(p, y, g, r, s, r - p.offsets[s], hu, hw, u, w);
     }
     // Sources before the block, offset-major: contiguous target rows.
     for (int64_t s = 0; s < p.W; ++s) {
       const int64_t f = p.offsets[s];
       if (f > i1 - 1) break;
       const int64_t rlo = std::max(i0, f), rhi = std::min(i1, i0 + f);
-      for (int64_t r = rlo; r < rhi; ++r) {
-        const int64_t j = r - f;
-        if (p.WA > 1) {
-          const scalar_t a = p.alpha[r * p.WA + s + 1];
-          const scalar_t* __restrict hu = hubuf + (r - i0) * D;
-          const scalar_t* __restrict xj = p.x + j * D;
-          dalpha[r * p.WA + s + 1] = dot(hu, xj, D);
-          scalar_t* __restrict dxj = dx + j * D;
-          for (int64_t d = 0; d < D; ++d) dxj[d] += a * hu[d];
-          if (p.gate) {
-            scalar_t* __restrict u = ubuf + (r - i0) * D;
-            for (int64_t d = 0; d < D; ++d) u[d] += a * xj[d];
-          }
-        }
-        if (p.WB > 0) {
-          const scalar_t b = p.beta[r * p.WB + s];
-          const scalar_t* __restrict hw = hwbuf + (r - i0) * D;
-          const scalar_t* __restrict yj = y + j * D;
-          dbeta[r * p.WB + s] = dot(hw, yj, D);
-          scalar_t* __restrict hj = h + j * D;
-          for (int64_t d = 0; d < D; ++d) hj[d] += b * hw[d];
-          if (p.gate) {
-            scalar_t* __restrict w = wbuf + (r - i0) * D;
-            for (int64_t d = 0; d < D; ++d) w[d] += b * yj[d];
-          }
-        }
-      }
+      for (int64_t r = rlo; r < rhi; ++r)
+        slot_backward<scalar_t, kA, kB, kGated>(p, y, g, r, s, r - f, hubuf + (r - i0) * D, hwbuf + (r - i0) * D,
+                                                ubuf + (r - i0) * D, wbuf + (r - i0) * D);
     }
-    if (p.gate) {
-      for (int64_t r = i0; r < i1; ++r) {
-        const scalar_t* __restrict hr = h + r * D;
-        const scalar_t* __restrict u = ubuf + (r - i0) * D;
-        const scalar_t* __restrict w = wbuf + (r - i0) * D;
-        scalar_t* __restrict dg = dgate + r * D;
-        for (int64_t d = 0; d < D; ++d) dg[d] = hr[d] * (w[d] - u[d]);
-      }
-    }
+    if constexpr (kGated)
+      for (int64_t r = i0; r < i1; ++r) row_backward_gate(p, g, r, ubuf + (r - i0) * D, wbuf + (r - i0) * D);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/resolvent/resolvent.h"
 #include "resolvent_kernel.h"
+#include "static_switch.h"
 
 namespace mixlab {
 
@@ -140,6 +141,63 @@ int64_t past_rows(const Tensor& px, const Tensor& py) {
   return 0;
 }
 
+// The tensors one call hands the kernels, and where slice bh of each starts. Forward, backward
+// and the decode step pack their per-slice pointers here, once.
+struct SliceInputs {
+  Tensor alpha, beta, gate, x, px, py;  // gate, px, py may be empty
+  int64_t npx = 0, npy = 0;             // rows per slice of px / py
+
+  template <typename scalar_t>
+  detail::ResolventParams<scalar_t> at(detail::ResolventParams<scalar_t> p, int64_t bh) const {
+    p.alpha = alpha.data_ptr<scalar_t>() + bh * p.T * p.WA;
+    p.beta = beta.data_ptr<scalar_t>() + bh * p.T * p.WB;
+    p.gate = gate.numel() > 0 ? gate.data_ptr<scalar_t>() + bh * p.T * p.D : nullptr;
+    p.x = x.data_ptr<scalar_t>() + bh * p.T * p.D;
+    p.px = px.numel() > 0 ? px.data_ptr<scalar_t>() + bh * npx * p.D : nullptr;
+    p.py = py.numel() > 0 ? py.data_ptr<scalar_t>() + bh * npy * p.D : nullptr;
+    return p;
+  }
+};
+
+// Calls f(kA, kB, kOffsets, kGated) with the call's flags as std::integral_constant values
+// (static_switch.h): one of 16 kernel instantiations, chosen once per call.
+template <typename scalar_t, typename F>
+void resolvent_kernel_flags(const detail::ResolventParams<scalar_t>& p, bool gated, F&& f) {
+  using detail::bool_switch;
+  bool_switch(p.WA > 1, [&](auto a) {
+    bool_switch(p.WB > 0, [&](auto b) {
+      bool_switch(p.offsets != nullptr, [&](auto o) { bool_switch(gated, [&](auto g) { f(a, b, o, g); }); });
+    });
+  });
+}
+
+// Scratch elements per buffer for one slice: a block of rows for the blocked kernels, one row else.
+int64_t scratch_row_elems(bool use_blocked, int64_t D) {
+  return (use_blocked ? detail::kBlockRows : 1) * std::max<int64_t>(D, 1);
+}
+
+// Forward of slices [begin, end): y (BH,T,D).
+template <typename scalar_t>
+void forward_slices(const detail::ResolventParams<scalar_t>& base, const SliceInputs& in, bool use_blocked, scalar_t* y,
+                    int64_t begin, int64_t end) {
+  const int64_t n = scratch_row_elems(use_blocked, base.D);
+  std::vector<scalar_t> scratch(2 * n);
+  resolvent_kernel_flags(base, in.gate.numel() > 0, [&](auto a, auto b, auto o, auto g) {
+    constexpr bool kA = decltype(a)::value, kB = decltype(b)::value, kO = decltype(o)::value, kG = decltype(g)::value;
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const auto p = in.at(base, bh);
+      scalar_t* yb = y + bh * base.T * base.D;
+      if constexpr (kO) {
+        if (use_blocked) {
+          detail::resolvent_forward_slice_blocked<scalar_t, kA, kB, kG>(p, yb, scratch.data(), scratch.data() + n);
+          continue;
+        }
+      }
+      detail::resolvent_forward_slice<scalar_t, kA, kB, kO, kG>(p, yb, scratch.data(), scratch.data() + n);
+    }
+  });
+}
+
 class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
  public:
   // alpha (B,H,T,WA), beta (B,H,T,WB), gate (B,H,T,D) or empty, x (B,H,T,D),
@@ -170,31 +228,37 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
     auto h = g.clone();
     auto dalpha = torch::zeros_like(alpha), dbeta = torch::zeros_like(beta), dx = torch::zeros_like(x);
     auto dgate = gated ? torch::zeros_like(gate) : Tensor();
+    const SliceInputs in{alpha, beta, gate, x, px, py, Np, Np};
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "resolvent_backward", [&] {
-      auto base = make_params<scalar_t>(rows, D, WA, WB, Np);
+      const auto base = make_params<scalar_t>(rows, D, WA, WB, Np);
+      const bool use_blocked = blocked(rows);
       at::parallel_for(0, BH, 1, [&](int64_t begin, int64_t end) {
-        const int64_t n = (blocked(rows) ? detail::kBlockRows : 1) * std::max<int64_t>(D, 1);
+        const int64_t n = scratch_row_elems(use_blocked, D);
         std::vector<scalar_t> scratch(4 * n);
-        for (int64_t bh = begin; bh < end; ++bh) {
-          auto p = base;
-          p.alpha = alpha.data_ptr<scalar_t>() + bh * T * WA;
-          p.beta = beta.data_ptr<scalar_t>() + bh * T * WB;
-          p.gate = gated ? gate.data_ptr<scalar_t>() + bh * T * D : nullptr;
-          p.x = x.data_ptr<scalar_t>() + bh * T * D;
-          p.px = px.numel() > 0 ? px.data_ptr<scalar_t>() + bh * Np * D : nullptr;
-          p.py = py.numel() > 0 ? py.data_ptr<scalar_t>() + bh * Np * D : nullptr;
-          auto* yb = y.data_ptr<scalar_t>() + bh * T * D;
-          auto* hb = h.data_ptr<scalar_t>() + bh * T * D;
-          auto* da = dalpha.data_ptr<scalar_t>() + bh * T * WA;
-          auto* db = dbeta.data_ptr<scalar_t>() + bh * T * WB;
-          auto* dxb = dx.data_ptr<scalar_t>() + bh * T * D;
-          auto* dg = gated ? dgate.data_ptr<scalar_t>() + bh * T * D : nullptr;
-          auto* sc = scratch.data();
-          if (blocked(rows))
-            detail::resolvent_backward_slice_blocked(p, yb, hb, da, db, dxb, dg, sc, sc + n, sc + 2 * n, sc + 3 * n);
-          else
-            detail::resolvent_backward_slice(p, yb, hb, da, db, dxb, dg, sc, sc + n, sc + 2 * n, sc + 3 * n);
-        }
+        scalar_t* sc = scratch.data();
+        resolvent_kernel_flags(base, gated, [&](auto fa, auto fb, auto fo, auto fg) {
+          constexpr bool kA = decltype(fa)::value, kB = decltype(fb)::value, kO = decltype(fo)::value,
+                         kG = decltype(fg)::value;
+          for (int64_t bh = begin; bh < end; ++bh) {
+            const auto p = in.at(base, bh);
+            const int64_t off = bh * T * D;
+            const auto* yb = y.data_ptr<scalar_t>() + off;
+            detail::ResolventGrads<scalar_t> gr;
+            gr.h = h.data_ptr<scalar_t>() + off;
+            gr.dalpha = dalpha.data_ptr<scalar_t>() + bh * T * WA;
+            gr.dbeta = dbeta.data_ptr<scalar_t>() + bh * T * WB;
+            gr.dx = dx.data_ptr<scalar_t>() + off;
+            gr.dgate = gated ? dgate.data_ptr<scalar_t>() + off : nullptr;
+            if constexpr (kO) {
+              if (use_blocked) {
+                detail::resolvent_backward_slice_blocked<scalar_t, kA, kB, kG>(p, yb, gr, sc, sc + n, sc + 2 * n,
+                                                                               sc + 3 * n);
+                continue;
+              }
+            }
+            detail::resolvent_backward_slice<scalar_t, kA, kB, kO, kG>(p, yb, gr, sc, sc + n, sc + 2 * n, sc + 3 * n);
+          }
+        });
       });
     });
     return {dalpha, dbeta, dgate, dx, Tensor(), Tensor(), Tensor(), Tensor()};
@@ -202,29 +266,15 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
 
   static Tensor solve(const Tensor& alpha, const Tensor& beta, const Tensor& gate, const Tensor& x, const Tensor& px,
                       const Tensor& py, const ResolventRows& rows) {
-    const bool gated = gate.numel() > 0;
-    const int64_t BH = x.size(0) * x.size(1), T = x.size(2), D = x.size(3);
+    const int64_t BH = x.size(0) * x.size(1), D = x.size(3);
     const int64_t WA = alpha.size(3), WB = beta.size(3), Np = past_rows(px, py);
     auto y = torch::empty_like(x);
+    const SliceInputs in{alpha, beta, gate, x, px, py, Np, Np};
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "resolvent_forward", [&] {
-      auto base = make_params<scalar_t>(rows, D, WA, WB, Np);
+      const auto base = make_params<scalar_t>(rows, D, WA, WB, Np);
+      const bool use_blocked = blocked(rows);
       at::parallel_for(0, BH, 1, [&](int64_t begin, int64_t end) {
-        const int64_t n = (blocked(rows) ? detail::kBlockRows : 1) * std::max<int64_t>(D, 1);
-        std::vector<scalar_t> scratch(2 * n);
-        for (int64_t bh = begin; bh < end; ++bh) {
-          auto p = base;
-          p.alpha = alpha.data_ptr<scalar_t>() + bh * T * WA;
-          p.beta = beta.data_ptr<scalar_t>() + bh * T * WB;
-          p.gate = gated ? gate.data_ptr<scalar_t>() + bh * T * D : nullptr;
-          p.x = x.data_ptr<scalar_t>() + bh * T * D;
-          p.px = px.numel() > 0 ? px.data_ptr<scalar_t>() + bh * Np * D : nullptr;
-          p.py = py.numel() > 0 ? py.data_ptr<scalar_t>() + bh * Np * D : nullptr;
-          if (blocked(rows))
-            detail::resolvent_forward_slice_blocked(p, y.data_ptr<scalar_t>() + bh * T * D, scratch.data(),
-                                                    scratch.data() + n);
-          else
-            detail::resolvent_forward_slice(p, y.data_ptr<scalar_t>() + bh * T * D, scratch.data(), scratch.data() + n);
-        }
+        forward_slices(base, in, use_blocked, y.data_ptr<scalar_t>(), begin, end);
       });
     });
     return y;
@@ -380,6 +430,11 @@ Tensor resolvent_step(ResolventState& state, const Tensor& alpha_t, const Tensor
   const int64_t WA = alpha.size(2), BH = B * H;
   const auto& xs = state.x_slots();
   const auto& ys = state.y_slots();
+  const int64_t cap_x = xs.defined() ? xs.size(2) : 0, cap_y = ys.defined() ? ys.size(2) : 0;
+  const auto empty = torch::empty({0}, x.options());
+  // The held slot tensors are the past rows: src = −(slot + 2) reads slot rows in place.
+  const SliceInputs in{alpha, beta, gate.defined() ? gate : empty, x, cap_x ? xs : empty, cap_y ? ys : empty,
+                       cap_x, cap_y};
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "resolvent_step", [&] {
     detail::ResolventParams<scalar_t> base;
     base.T = 1;
@@ -389,19 +444,8 @@ Tensor resolvent_step(ResolventState& state, const Tensor& alpha_t, const Tensor
     base.WB = WB;
     base.src = src.data();
     base.count = &count;
-    const int64_t cap_x = xs.defined() ? xs.size(2) : 0, cap_y = ys.defined() ? ys.size(2) : 0;
     at::parallel_for(0, BH, 16, [&](int64_t begin, int64_t end) {
-      std::vector<scalar_t> scratch(2 * std::max<int64_t>(D, 1));
-      for (int64_t bh = begin; bh < end; ++bh) {
-        auto p = base;
-        p.alpha = alpha.data_ptr<scalar_t>() + bh * WA;
-        p.beta = beta.data_ptr<scalar_t>() + bh * WB;
-        p.gate = gate.defined() ? gate.data_ptr<scalar_t>() + bh * D : nullptr;
-        p.x = x.data_ptr<scalar_t>() + bh * D;
-        p.px = cap_x ? xs.data_ptr<scalar_t>() + bh * cap_x * D : nullptr;
-        p.py = cap_y ? ys.data_ptr<scalar_t>() + bh * cap_y * D : nullptr;
-        detail::resolvent_forward_slice(p, y.data_ptr<scalar_t>() + bh * D, scratch.data(), scratch.data() + D);
-      }
+      forward_slices(base, in, /*use_blocked=*/false, y.data_ptr<scalar_t>(), begin, end);
     });
   });
   std::vector<Tensor> extras;

@@ -141,14 +141,25 @@ void ResolventState::evict_after(int64_t next_row) {
 
 void ResolventState::append(const Tensor& x, const Tensor& y, const std::vector<Tensor>& extras) {
   const char* fn = "ResolventState::append";
-  const Tensor& ref = layout_.store_x ? x : y;
+  // T comes from the first tensor given, stored or not: a layout that stores neither x nor y
+  // (W_A = 1 and non-recurrent) still advances by the x or y its caller passes, or by advance(T).
+  const char* ref_name = "x";
+  const Tensor* ref = nullptr;
+  if (layout_.store_x || (!layout_.store_y && x.defined())) {
+    ref = &x;
+  } else if (layout_.store_y || y.defined()) {
+    ref = &y;
+    ref_name = "y";
+  }
   int64_t T = 0;
-  if (ref.defined()) {
-    check_dim(fn, layout_.store_x ? "x" : "y", ref, 4, "(B,H,T,D)");
-    T = ref.size(2);
+  if (ref && ref->defined()) {
+    check_dim(fn, ref_name, *ref, 4, "(B,H,T,D)");
+    T = ref->size(2);
   } else {
     MIXLAB_CHECK(!extras.empty() && extras[0].defined() && extras[0].dim() == 4,
-                 "{}: x, y or an extra channel (B,H,T,E) must be given", fn);
+                 "{}: x, y or an extra channel (B,H,T,E) must be given to know T (a state that stores nothing "
+                 "advances by advance(T))",
+                 fn);
     T = extras[0].size(2);
   }
   if (layout_.store_x) check_shape(fn, "x", x, {batch_, heads_, T, head_dim_}, "(B,H,T,D)");
@@ -158,6 +169,13 @@ void ResolventState::append(const Tensor& x, const Tensor& y, const std::vector<
   for (size_t k = 0; k < extras.size(); ++k)
     check_shape(fn, "extras", extras[k], {batch_, heads_, T, layout_.extra_dims[k]}, "(B,H,T,E)");
   // Bookkeeping first (it may grow the slot tensors), then copy the rows in order.
+  const auto slots = take_slots(T);
+  if (layout_.store_x) copy_rows(x_, x.detach(), slots);
+  if (layout_.store_y) copy_rows(y_, y.detach(), slots);
+  for (size_t k = 0; k < extras.size(); ++k) copy_rows(extras_[k], extras[k].detach(), slots);
+}
+
+std::vector<int64_t> ResolventState::take_slots(int64_t T) {
   std::vector<int64_t> slots(static_cast<size_t>(T));
   for (int64_t r = 0; r < T; ++r) {
     const int64_t s = take_slot();
@@ -166,9 +184,16 @@ void ResolventState::append(const Tensor& x, const Tensor& y, const std::vector<
     ++position_;
     evict_after(position_);
   }
-  if (layout_.store_x) copy_rows(x_, x.detach(), slots);
-  if (layout_.store_y) copy_rows(y_, y.detach(), slots);
-  for (size_t k = 0; k < extras.size(); ++k) copy_rows(extras_[k], extras[k].detach(), slots);
+  return slots;
+}
+
+void ResolventState::advance(int64_t T) {
+  const char* fn = "ResolventState::advance";
+  MIXLAB_CHECK(T >= 0, "{}: T must be >= 0, got {}", fn, T);
+  MIXLAB_CHECK(!layout_.store_x && !layout_.store_y && extras_.empty(),
+               "{}: the state stores{}{}{}; use append(x, y, extras)", fn, layout_.store_x ? " x" : "",
+               layout_.store_y ? " y" : "", extras_.empty() ? "" : " extra channels");
+  take_slots(T);
 }
 
 void ResolventState::save(std::ostream& out) const {

@@ -55,7 +55,9 @@ torch::Tensor SsmMixer::forward(const torch::Tensor& x) {
   static const Pattern kOrder1 = Pattern::parse("order:1");
   auto to_rows = [&](const torch::Tensor& t) { return t.permute({0, 2, 3, 1}).reshape({B, C * N, T, 1}); };
   auto xs = k.u.transpose(1, 2).unsqueeze(2).expand({B, C, N, T}).reshape({B, C * N, T, 1});
-  auto h = resolvent_forward(to_rows(k.input), to_rows(k.decay), xs, kOrder1);  // (B,C·N,T,1)
+  // order:1 has W = min(T-1, 1) slots: at T = 1 the only row has no past, so beta is 0 wide.
+  auto beta = to_rows(k.decay).narrow(3, 0, kOrder1.max_width(T));
+  auto h = resolvent_forward(to_rows(k.input), beta, xs, kOrder1);  // (B,C·N,T,1)
   return finish(k, h.view({B, C, N, T}).permute({0, 3, 1, 2}));
 }
 

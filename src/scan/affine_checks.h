@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
 
@@ -39,13 +41,16 @@ inline AffineDims affine_check_qkv(const char* fn, const at::Tensor& q, const at
   return d;
 }
 
-/// Values of `t` must be finite and within [lo, hi].
+/// Values of `t` must be finite and within [lo, hi]. Reads the values back: call it at a
+/// boundary once per sequence, never per decode token (affine_step.h).
 inline void affine_check_range(const char* fn, const char* name, const at::Tensor& t, double lo, double hi,
                                const char* meaning) {
   if (t.numel() == 0) return;
-  auto td = t.detach();
-  MIXLAB_CHECK(torch::isfinite(td).all().item<bool>(), "{}: {} ({}) must be finite", fn, name, meaning);
-  const double mn = td.min().item<double>(), mx = td.max().item<double>();
+  // One pass: aminmax propagates NaN and a +-inf lands outside [lo, hi], so both fail below.
+  const auto [tmin, tmax] = torch::aminmax(t.detach());
+  const double mn = tmin.item<double>(), mx = tmax.item<double>();
+  MIXLAB_CHECK(!std::isnan(mn) && !std::isnan(mx), "{}: {} ({}) must be finite", fn, name, meaning);
+  MIXLAB_CHECK(std::isfinite(mn) && std::isfinite(mx), "{}: {} ({}) must be finite", fn, name, meaning);
   MIXLAB_CHECK(mn >= lo && mx <= hi, "{}: {} ({}) must lie in [{}, {}], got values in [{}, {}]", fn, name, meaning, lo,
                hi, mn, mx);
 }

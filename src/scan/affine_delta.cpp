@@ -5,8 +5,9 @@
 #include <vector>
 
 #include "affine_checks.h"
+#include "affine_forms.h"
+#include "affine_step.h"
 #include "mixlab/scan/affine.h"
-#include "mixlab/scan/scan.h"
 
 namespace mixlab {
 namespace {
@@ -25,12 +26,12 @@ detail::AffineDims delta_check(const char* fn, const at::Tensor& q, const at::Te
   return d;
 }
 
-at::Tensor initial_or_zeros(const at::Tensor& initial_state, const detail::AffineDims& d, const at::Tensor& like) {
-  return initial_state.defined() ? initial_state : torch::zeros({d.B, d.H, d.Dk, d.Dv}, like.options());
-}
+}  // namespace
 
-AffineStep delta_step_impl(const at::Tensor& state, const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
-                           const at::Tensor& beta_t, const at::Tensor& log_alpha_t) {
+// The decode kernel the recurrent form loops over.
+AffineStep detail::delta_rule_step_unchecked(const at::Tensor& state, const at::Tensor& q_t, const at::Tensor& k_t,
+                                             const at::Tensor& v_t, const at::Tensor& beta_t,
+                                             const at::Tensor& log_alpha_t) {
   // S' = alpha S + k u^T with u = beta (v - alpha S^T k).
   auto decayed = log_alpha_t.defined() ? log_alpha_t.exp().unsqueeze(-1).unsqueeze(-1) * state : state;
   auto read = torch::matmul(k_t.unsqueeze(-2), decayed).squeeze(-2);  // (B,H,Dv)
@@ -39,15 +40,13 @@ AffineStep delta_step_impl(const at::Tensor& state, const at::Tensor& q_t, const
   return {torch::matmul(q_t.unsqueeze(-2), next).squeeze(-2), next};
 }
 
-}  // namespace
-
 AffineResult delta_rule_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                 const at::Tensor& log_alpha, const at::Tensor& initial_state, int64_t chunk) {
   constexpr const char* fn = "delta_rule_chunked";
   const auto d = delta_check(fn, q, k, v, beta, log_alpha, initial_state);
   MIXLAB_CHECK(chunk >= 1, "{}: chunk must be >= 1, got {}", fn, chunk);
   const int64_t B = d.B, H = d.H, T = d.T, Dk = d.Dk, Dv = d.Dv, C = chunk;
-  at::Tensor state = initial_or_zeros(initial_state, d, q);
+  at::Tensor state = detail::affine_initial_or_zeros(initial_state, d, q);
   if (T == 0) return {torch::zeros({B, H, 0, Dv}, q.options()), state};
   const int64_t n = (T + C - 1) / C, pad = n * C - T;
   // Padding tokens: k = v = q = 0, beta = 0, alpha = 1: the state passes through unchanged.
@@ -117,79 +116,50 @@ AffineStep delta_rule_step(const at::Tensor& state, const at::Tensor& q_t, const
                                "log decay, alpha = exp(log_alpha) in (0,1]");
   }
   detail::affine_check_state(fn, state, B, H, Dk, v_t.size(2), q_t);
-  return delta_step_impl(state, q_t, k_t, v_t, beta_t, log_alpha_t);
+  return detail::delta_rule_step_unchecked(state, q_t, k_t, v_t, beta_t, log_alpha_t);
 }
 
 AffineResult delta_rule_recurrent(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                   const at::Tensor& log_alpha, const at::Tensor& initial_state) {
   const auto d = delta_check("delta_rule_recurrent", q, k, v, beta, log_alpha, initial_state);
-  at::Tensor state = initial_or_zeros(initial_state, d, q);
-  std::vector<at::Tensor> outs;
   const auto qs = q.unbind(2), ks = k.unbind(2), vs = v.unbind(2), bs = beta.unbind(2);
   const auto las = log_alpha.defined() ? log_alpha.unbind(2) : std::vector<at::Tensor>();
-  for (size_t t = 0; t < qs.size(); ++t) {
-    auto st = delta_step_impl(state, qs[t], ks[t], vs[t], bs[t], las.empty() ? at::Tensor() : las[t]);
-    outs.push_back(st.out);
-    state = st.state;
-  }
-  auto out = d.T ? torch::stack(outs, 2) : torch::zeros({d.B, d.H, 0, d.Dv}, q.options());
-  return {out, state};
+  return detail::affine_token_loop(d, q, detail::affine_initial_or_zeros(initial_state, d, q),
+                                   [&](const at::Tensor& state, size_t t) {
+                                     return detail::delta_rule_step_unchecked(state, qs[t], ks[t], vs[t], bs[t],
+                                                                              las.empty() ? at::Tensor() : las[t]);
+                                   });
 }
 
 AffineResult delta_rule_scan_form(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                   const at::Tensor& log_alpha, const at::Tensor& initial_state) {
   const auto d = delta_check("delta_rule_scan_form", q, k, v, beta, log_alpha, initial_state);
-  const at::Tensor s0 = initial_or_zeros(initial_state, d, q);
   auto eye = torch::eye(d.Dk, q.options());
   std::vector<AffineElement> elements;
   const auto qs = q.unbind(2), ks = k.unbind(2), vs = v.unbind(2), bs = beta.unbind(2);
   const auto las = log_alpha.defined() ? log_alpha.unbind(2) : std::vector<at::Tensor>();
-  for (int64_t t = 0; t < d.T; ++t) {
-    const auto i = static_cast<size_t>(t);
-    auto kt = ks[i], vt = vs[i], bt = bs[i].unsqueeze(-1).unsqueeze(-1);
+  for (size_t t = 0; t < qs.size(); ++t) {
+    auto kt = ks[t], vt = vs[t], bt = bs[t].unsqueeze(-1).unsqueeze(-1);
     auto e = eye - bt * (kt.unsqueeze(-1) * kt.unsqueeze(-2));  // I - beta k k^T (B,H,Dk,Dk)
-    if (!las.empty()) e = las[i].exp().unsqueeze(-1).unsqueeze(-1) * e;
+    if (!las.empty()) e = las[t].exp().unsqueeze(-1).unsqueeze(-1) * e;
     elements.push_back({e, bt * (kt.unsqueeze(-1) * vt.unsqueeze(-2)), true});
   }
   AffineElement identity{eye.expand({d.B, d.H, d.Dk, d.Dk}).clone(), torch::zeros({d.B, d.H, d.Dk, d.Dv}, q.options()),
                          true};
-  auto prefix = blelloch_scan(elements, affine_combine, identity);
-  std::vector<at::Tensor> outs;
-  for (int64_t t = 0; t < d.T; ++t) {
-    const auto& p = prefix[static_cast<size_t>(t + 1)];
-    auto s = affine_apply(p, s0) + p.f;
-    outs.push_back(torch::matmul(qs[static_cast<size_t>(t)].unsqueeze(-2), s).squeeze(-2));
-  }
-  const auto& total = prefix.back();
-  auto out = d.T ? torch::stack(outs, 2) : torch::zeros({d.B, d.H, 0, d.Dv}, q.options());
-  return {out, affine_apply(total, s0) + total.f};
+  return detail::affine_scan_outputs(d, qs, detail::affine_initial_or_zeros(initial_state, d, q), elements, identity);
 }
 
 AffineResult delta_rule_reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                   const at::Tensor& log_alpha, const at::Tensor& initial_state) {
   const auto d = delta_check("delta_rule_reference", q, k, v, beta, log_alpha, initial_state);
-  const at::Tensor s0 = initial_or_zeros(initial_state, d, q);
   auto eye = torch::eye(d.Dk, q.options());
-  std::vector<at::Tensor> out_b, final_b;
-  for (int64_t b = 0; b < d.B; ++b) {
-    std::vector<at::Tensor> out_h, final_h;
-    for (int64_t h = 0; h < d.H; ++h) {
-      at::Tensor s = s0[b][h];
-      std::vector<at::Tensor> out_t;
-      for (int64_t t = 0; t < d.T; ++t) {
+  return detail::affine_reference_loop(
+      d, q, detail::affine_initial_or_zeros(initial_state, d, q), [&](int64_t b, int64_t h, int64_t t) {
         auto kt = k[b][h][t], bt = beta[b][h][t];
         auto e = eye - bt * torch::outer(kt, kt);  // E_t = alpha_t (I - beta_t k_t k_t^T)
         if (log_alpha.defined()) e = log_alpha[b][h][t].exp() * e;
-        s = torch::mm(e, s) + bt * torch::outer(kt, v[b][h][t]);  // + f_t = beta_t k_t v_t^T
-        out_t.push_back(torch::mv(s.t(), q[b][h][t]));
-      }
-      out_h.push_back(d.T ? torch::stack(out_t) : torch::zeros({0, d.Dv}, q.options()));
-      final_h.push_back(s);
-    }
-    out_b.push_back(torch::stack(out_h));
-    final_b.push_back(torch::stack(final_h));
-  }
-  return {torch::stack(out_b), torch::stack(final_b)};
+        return std::make_pair(e, bt * torch::outer(kt, v[b][h][t]));  // f_t = beta_t k_t v_t^T
+      });
 }
 
 }  // namespace mixlab

@@ -5,8 +5,9 @@
 #include <vector>
 
 #include "affine_checks.h"
+#include "affine_forms.h"
+#include "affine_step.h"
 #include "mixlab/scan/affine.h"
-#include "mixlab/scan/scan.h"
 
 namespace mixlab {
 namespace {
@@ -19,19 +20,15 @@ detail::AffineDims diag_check(const char* fn, const at::Tensor& q, const at::Ten
   return d;
 }
 
-at::Tensor initial_or_zeros(const at::Tensor& initial_state, const detail::AffineDims& d, const at::Tensor& like) {
-  return initial_state.defined() ? initial_state : torch::zeros({d.B, d.H, d.Dk, d.Dv}, like.options());
-}
+}  // namespace
 
 // Unchecked step: the decode kernel the recurrent form loops over.
-AffineStep diag_step_impl(const at::Tensor& state, const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
-                          const at::Tensor& g_t) {
+AffineStep detail::diag_decay_step_unchecked(const at::Tensor& state, const at::Tensor& q_t, const at::Tensor& k_t,
+                                             const at::Tensor& v_t, const at::Tensor& g_t) {
   auto next = g_t.exp().unsqueeze(-1) * state + k_t.unsqueeze(-1) * v_t.unsqueeze(-2);  // (B,H,Dk,Dv)
   auto out = torch::matmul(q_t.unsqueeze(-2), next).squeeze(-2);                        // (B,H,Dv)
   return {out, next};
 }
-
-}  // namespace
 
 // ---- affine aggregator --------------------------------------------------------------------
 AffineElement affine_combine(const AffineElement& earlier, const AffineElement& later) {
@@ -60,7 +57,7 @@ AffineResult diag_decay_chunked(const at::Tensor& q, const at::Tensor& k, const 
   const auto d = diag_check(fn, q, k, v, g, initial_state);
   MIXLAB_CHECK(chunk >= 1 && (chunk & (chunk - 1)) == 0, "{}: chunk must be a power of two >= 1, got {}", fn, chunk);
   const int64_t B = d.B, H = d.H, T = d.T, Dk = d.Dk, Dv = d.Dv, C = chunk;
-  at::Tensor state = initial_or_zeros(initial_state, d, q);
+  at::Tensor state = detail::affine_initial_or_zeros(initial_state, d, q);
   if (T == 0) return {torch::zeros({B, H, 0, Dv}, q.options()), state};
   const int64_t n = (T + C - 1) / C, pad = n * C - T;
   // Padding tokens have k = v = 0 and g = 0: they neither write nor decay the state.
@@ -69,6 +66,14 @@ AffineResult diag_decay_chunked(const at::Tensor& q, const at::Tensor& k, const 
     return p.reshape({B, H, n, C, D}).contiguous();  // layers pass permuted views; matmul wants dense
   };
   auto qc = chunks(q, Dk), kc = chunks(k, Dk), vc = chunks(v, Dv);  // (B,H,n,C,D)
+  // Log decays in float64 (ATen's acc_type idea): every decay factor below is exp(b_t - b_j), a
+  // difference of two cumulative sums from the chunk start. In float32 the sums reach |b| ~ C|g|
+  // under strong decay and the difference cancels to an absolute error ~ eps_f |b|, so the
+  // chunked output lost accuracy in proportion to the chunk (issue 10: 4e-6 at chunk 8, 2.7e-5 at
+  // 64, against 1e-7 for the recurrent form). With the sums and differences in double, the one
+  // rounding left is of the factor itself (error <= eps_f relative), independent of C and |g|.
+  const auto real = q.scalar_type();
+  auto to_real = [&](const at::Tensor& t) { return t.to(real); };
   // A decay that is one scalar per (b,h,t) passed EXPANDED over Dk (stride 0: RetNet, mLSTM,
   // gated RFA, linear attention) takes the cheaper path: one (C,C) decay matrix per chunk instead
   // of the per-key factorisation. Only the stride tells: a materialised g with equal entries is a
@@ -76,17 +81,17 @@ AffineResult diag_decay_chunked(const at::Tensor& q, const at::Tensor& k, const 
   const bool scalar_gate = Dk == 1 || g.stride(3) == 0;
   at::Tensor o, b_q, b_k, carry;  // b_q: exp(b_t) for q (B,H,n,C,Dk|1); b_k: exp(b_C - b_j)
   if (scalar_gate) {
-    auto b = chunks(g.narrow(3, 0, 1), 1).squeeze(-1).cumsum(3);  // (B,H,n,C) log decay from chunk start
-    auto diff = b.unsqueeze(-1) - b.unsqueeze(-2);                // b_t - b_j (B,H,n,C,C)
+    auto b = chunks(g.narrow(3, 0, 1), 1).squeeze(-1).to(torch::kDouble).cumsum(3);  // (B,H,n,C) log decay
+    auto diff = b.unsqueeze(-1) - b.unsqueeze(-2);                                   // b_t - b_j (B,H,n,C,C)
     auto future = torch::ones({C, C}, q.options().dtype(torch::kBool)).triu(1);
-    auto decay = diff.masked_fill(future, -std::numeric_limits<double>::infinity()).exp();  // 0 above the diagonal
+    auto decay = to_real(diff.masked_fill(future, -std::numeric_limits<double>::infinity()).exp());  // 0 above diag
     o = torch::matmul(torch::matmul(qc, kc.transpose(-1, -2)) * decay, vc);
     auto bC = b.narrow(3, C - 1, 1);  // (B,H,n,1)
-    b_q = b.exp().unsqueeze(-1);
-    b_k = (bC - b).exp().unsqueeze(-1);
-    carry = bC.exp().unsqueeze(-1);  // (B,H,n,1,1)
+    b_q = to_real(b.exp().unsqueeze(-1));
+    b_k = to_real((bC - b).exp().unsqueeze(-1));
+    carry = to_real(bC.exp().unsqueeze(-1));  // (B,H,n,1,1)
   } else {
-    auto b = chunks(g, Dk).cumsum(3);  // log decay from chunk start, <= 0
+    auto b = chunks(g, Dk).to(torch::kDouble).cumsum(3);  // log decay from chunk start, <= 0 (double)
     // Intra-chunk: diagonal term, then each level of halving pairs a left half L with a right
     // half R; A_RL = (q_R exp(b_R - b_m)) (k_L exp(b_m - b_L))^T with b_m the log decay at the
     // end of L. Exponents are <= 0 on both sides.
@@ -97,8 +102,8 @@ AffineResult diag_decay_chunked(const at::Tensor& q, const at::Tensor& k, const 
       auto qs = split(qc, Dk), ks = split(kc, Dk), vs = split(vc, Dv), bs = split(b, Dk);
       auto bL = bs.select(4, 0), bR = bs.select(4, 1);  // (B,H,n,nb,h,Dk)
       auto bm = bL.narrow(-2, h - 1, 1);
-      auto qt = qs.select(4, 1) * (bR - bm).exp();
-      auto kt = ks.select(4, 0) * (bm - bL).exp();
+      auto qt = qs.select(4, 1) * to_real((bR - bm).exp());
+      auto kt = ks.select(4, 0) * to_real((bm - bL).exp());
       // Small blocks: broadcast products instead of a batched matmul. LibTorch's CPU bmm runs
       // one gemm per batch entry (B H n nb of them, each of h x Dk x h), which costs far more than
       // the arithmetic for h <= 8; the temporaries are (B,H,n,nb,h,h,D), i.e. h/2 times q's size.
@@ -113,9 +118,9 @@ AffineResult diag_decay_chunked(const at::Tensor& q, const at::Tensor& k, const 
       o.view({B, H, n, nb, 2, h, Dv}).select(4, 1).add_(oR);
     }
     auto bC = b.select(3, C - 1).unsqueeze(3);  // (B,H,n,1,Dk)
-    b_q = b.exp();
-    b_k = (bC - b).exp();
-    carry = bC.exp().transpose(-1, -2);  // (B,H,n,Dk,1)
+    b_q = to_real(b.exp());
+    b_k = to_real((bC - b).exp());
+    carry = to_real(bC.exp().transpose(-1, -2));  // (B,H,n,Dk,1)
   }
 
   // Inter-chunk: chunk c's contribution to the state at its end, then a sequential pass of
@@ -149,74 +154,41 @@ AffineStep diag_decay_step(const at::Tensor& state, const at::Tensor& q_t, const
   detail::affine_check_gate(fn, "v_t", v_t, {B, H, v_t.size(2)}, "(B,H,Dv)", q_t);
   detail::affine_check_state(fn, state, B, H, Dk, v_t.size(2), q_t);
   detail::affine_check_range(fn, "g_t", g_t, -1e30, 0.0, "log decay, decay = exp(g) in (0,1]");
-  return diag_step_impl(state, q_t, k_t, v_t, g_t);
+  return detail::diag_decay_step_unchecked(state, q_t, k_t, v_t, g_t);
 }
 
 AffineResult diag_decay_recurrent(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                                   const at::Tensor& initial_state) {
   const auto d = diag_check("diag_decay_recurrent", q, k, v, g, initial_state);
-  at::Tensor state = initial_or_zeros(initial_state, d, q);
-  std::vector<at::Tensor> outs;
-  outs.reserve(static_cast<size_t>(d.T));
   const auto qs = q.unbind(2), ks = k.unbind(2), vs = v.unbind(2), gs = g.unbind(2);  // see the chunked loop
-  for (size_t t = 0; t < qs.size(); ++t) {
-    auto st = diag_step_impl(state, qs[t], ks[t], vs[t], gs[t]);
-    outs.push_back(st.out);
-    state = st.state;
-  }
-  auto out = d.T ? torch::stack(outs, 2) : torch::zeros({d.B, d.H, 0, d.Dv}, q.options());
-  return {out, state};
+  return detail::affine_token_loop(d, q, detail::affine_initial_or_zeros(initial_state, d, q),
+                                   [&](const at::Tensor& state, size_t t) {
+                                     return detail::diag_decay_step_unchecked(state, qs[t], ks[t], vs[t], gs[t]);
+                                   });
 }
 
 // ---- scan form ------------------------------------------------------------------------------
 AffineResult diag_decay_scan_form(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                                   const at::Tensor& initial_state) {
   const auto d = diag_check("diag_decay_scan_form", q, k, v, g, initial_state);
-  const at::Tensor s0 = initial_or_zeros(initial_state, d, q);
-  std::vector<AffineElement> elements;
+  std::vector<AffineElement> elements;  // (E_t = exp(g_t) diagonal, f_t = k_t v_t^T)
   const auto qs = q.unbind(2), ks = k.unbind(2), vs = v.unbind(2), gs = g.unbind(2);
-  for (int64_t t = 0; t < d.T; ++t) {
-    const auto& kt = ks[static_cast<size_t>(t)];
-    const auto& vt = vs[static_cast<size_t>(t)];
-    elements.push_back({gs[static_cast<size_t>(t)].exp(), kt.unsqueeze(-1) * vt.unsqueeze(-2), false});
-  }
+  for (size_t t = 0; t < qs.size(); ++t)
+    elements.push_back({gs[t].exp(), ks[t].unsqueeze(-1) * vs[t].unsqueeze(-2), false});
   AffineElement identity{torch::ones({d.B, d.H, d.Dk}, q.options()), torch::zeros({d.B, d.H, d.Dk, d.Dv}, q.options()),
                          false};
-  auto prefix = blelloch_scan(elements, affine_combine, identity);
-  std::vector<at::Tensor> outs;
-  for (int64_t t = 0; t < d.T; ++t) {
-    const auto& p = prefix[static_cast<size_t>(t + 1)];
-    auto s = affine_apply(p, s0) + p.f;
-    outs.push_back(torch::matmul(qs[static_cast<size_t>(t)].unsqueeze(-2), s).squeeze(-2));
-  }
-  const auto& total = prefix.back();
-  auto out = d.T ? torch::stack(outs, 2) : torch::zeros({d.B, d.H, 0, d.Dv}, q.options());
-  return {out, affine_apply(total, s0) + total.f};
+  return detail::affine_scan_outputs(d, qs, detail::affine_initial_or_zeros(initial_state, d, q), elements, identity);
 }
 
 // ---- reference ------------------------------------------------------------------------------
 AffineResult diag_decay_reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                                   const at::Tensor& initial_state) {
   const auto d = diag_check("diag_decay_reference", q, k, v, g, initial_state);
-  const at::Tensor s0 = initial_or_zeros(initial_state, d, q);
-  std::vector<at::Tensor> out_b, final_b;
-  for (int64_t b = 0; b < d.B; ++b) {
-    std::vector<at::Tensor> out_h, final_h;
-    for (int64_t h = 0; h < d.H; ++h) {
-      at::Tensor s = s0[b][h];  // (Dk,Dv)
-      std::vector<at::Tensor> out_t;
-      for (int64_t t = 0; t < d.T; ++t) {
-        auto e = torch::diag(g[b][h][t].exp());                      // E_t (Dk,Dk)
-        s = torch::mm(e, s) + torch::outer(k[b][h][t], v[b][h][t]);  // E_t ▸ s + f_t
-        out_t.push_back(torch::mv(s.t(), q[b][h][t]));
-      }
-      out_h.push_back(d.T ? torch::stack(out_t) : torch::zeros({0, d.Dv}, q.options()));
-      final_h.push_back(s);
-    }
-    out_b.push_back(torch::stack(out_h));
-    final_b.push_back(torch::stack(final_h));
-  }
-  return {torch::stack(out_b), torch::stack(final_b)};
+  return detail::affine_reference_loop(
+      d, q, detail::affine_initial_or_zeros(initial_state, d, q), [&](int64_t b, int64_t h, int64_t t) {
+        // E_t = diag(exp(g_t)), f_t = k_t v_t^T
+        return std::make_pair(torch::diag(g[b][h][t].exp()), torch::outer(k[b][h][t], v[b][h][t]));
+      });
 }
 
 }  // namespace mixlab

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "affine_step.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
 
@@ -12,22 +13,14 @@ namespace {
 
 using AK = AffineKernel;
 constexpr auto kMembers = std::array<AffineMemberInfo, static_cast<size_t>(AffineMember::kCount)>{{
-    {AffineMember::kLinearAttn, "linear_attn", AK::kDiagDecay, true,
-     "linear attention, elu+1 features, normalised (seed 004 Table 1); O(D^2) per token"},
-    {AffineMember::kRetNet, "retnet", AK::kDiagDecay, false,
-     "retention: fixed per-head decay gamma, RMS norm, swish gate; O(D^2) per token"},
-    {AffineMember::kGla, "gla", AK::kDiagDecay, false,
-     "gated linear attention: data-dependent per-key decay; O(D^2) per token"},
-    {AffineMember::kMamba, "mamba", AK::kDiagDecay, false,
-     "Mamba/S6 selective SSM as a matrix state (N=16 x channels), per-head Δ; O(N D) per token"},
-    {AffineMember::kMlstm, "mlstm", AK::kDiagDecay, true,
-     "mLSTM: scalar forget/input gates, normaliser, output gate; O(D^2) per token"},
-    {AffineMember::kGatedRfa, "gated_rfa", AK::kDiagDecay, true,
-     "gated random-feature attention (positive random features); O(D^2) per token"},
-    {AffineMember::kDeltaNet, "deltanet", AK::kDeltaRule, false,
-     "DeltaNet: delta-rule state update, chunked WY/UT form; O(D^2) per token"},
-    {AffineMember::kGatedDeltaNet, "gated_deltanet", AK::kDeltaRule, false,
-     "gated DeltaNet: decayed delta rule, chunked WY/UT form; O(D^2) per token"},
+    {AffineMember::kLinearAttn, "linear_attn", AK::kDiagDecay, true},
+    {AffineMember::kRetNet, "retnet", AK::kDiagDecay, false},
+    {AffineMember::kGla, "gla", AK::kDiagDecay, false},
+    {AffineMember::kMamba, "mamba", AK::kDiagDecay, false},
+    {AffineMember::kMlstm, "mlstm", AK::kDiagDecay, true},
+    {AffineMember::kGatedRfa, "gated_rfa", AK::kDiagDecay, true},
+    {AffineMember::kDeltaNet, "deltanet", AK::kDeltaRule, false},
+    {AffineMember::kGatedDeltaNet, "gated_deltanet", AK::kDeltaRule, false},
 }};
 
 constexpr bool members_in_order() {
@@ -309,10 +302,12 @@ torch::Tensor AffineMixer::step(MixerState& state_base, const torch::Tensor& x_t
   auto p = prepare(x_t.unsqueeze(1));
   AffineStep st;
   if (info().kernel == AK::kDiagDecay) {
-    st = diag_decay_step(state->s_, p.q.select(2, 0), p.k.select(2, 0), p.v.select(2, 0), p.g.select(2, 0));
+    st = detail::diag_decay_step_unchecked(state->s_, p.q.select(2, 0), p.k.select(2, 0), p.v.select(2, 0),
+                                           p.g.select(2, 0));
   } else {
-    st = delta_rule_step(state->s_, p.q.select(2, 0), p.k.select(2, 0), p.v.select(2, 0), p.beta.select(2, 0),
-                         p.log_alpha.defined() ? p.log_alpha.select(2, 0) : torch::Tensor());
+    st = detail::delta_rule_step_unchecked(state->s_, p.q.select(2, 0), p.k.select(2, 0), p.v.select(2, 0),
+                                           p.beta.select(2, 0),
+                                           p.log_alpha.defined() ? p.log_alpha.select(2, 0) : torch::Tensor());
   }
   state->s_ = st.state;
   ++state->pos_;

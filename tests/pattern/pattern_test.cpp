@@ -52,6 +52,10 @@ TEST_P(CacheForms, RecursionEqualsClosedFormUpTo5000) {
   auto p = Pattern::parse(GetParam() + "+cache");
   const int64_t T = 5000;
   auto rec = mixlab::cache_sets_recursive(p, T);
+  // i = 1: both forms give the empty read set of row 1 (it has no past), as Pattern::row(0) does.
+  ASSERT_EQ(rec[0], mixlab::cache_set_closed_form(p, 1));
+  ASSERT_TRUE(rec[0].empty());
+  ASSERT_TRUE(p.row(0).empty());
   for (int64_t i = 2; i <= T; ++i) {
     ASSERT_EQ(rec[i - 1], mixlab::cache_set_closed_form(p, i)) << GetParam() << " i=" << i;
     // Cache-efficiency: S_i ⊆ S_{i-1} ∪ {i-1}.

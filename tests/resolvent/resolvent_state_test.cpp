@@ -230,3 +230,33 @@ TEST(ResolventState, StepErrorsNameArguments) {
     EXPECT_NE(std::string(e.what()).find("past state"), std::string::npos) << e.what();
   }
 }
+
+// W_A = 1 and non-recurrent: the layout stores neither x nor y, yet chunked prefill must advance
+// the state (issue 10 item 3): by append with the unstored x, or by advance(T).
+TEST(ResolventState, StateStoringNothingAdvancesByChunks) {
+  for (const std::string spec : {"causal", "band:3"}) {
+    auto p = Pattern::parse(spec);
+    ASSERT_FALSE(p.recurrent());
+    const int64_t B = 2, H = 1, T = 7, D = 3;
+    auto alpha = torch::randn({B, H, T, 1}, torch::kDouble), x = torch::randn({B, H, T, D}, torch::kDouble);
+    auto none = [&](int64_t n) { return torch::zeros({B, H, n, 0}, torch::kDouble); };
+    auto full = mixlab::resolvent_forward(alpha, none(T), x, p);
+    for (bool by_advance : {false, true}) {
+      ResolventState st(p, B, H, D, torch::kDouble, {false, false, {}});
+      std::vector<Tensor> parts;
+      for (int64_t t0 : {0, 3, 4}) {
+        const int64_t n = t0 == 0 ? 3 : (t0 == 3 ? 1 : 3);
+        auto xi = x.narrow(2, t0, n);
+        parts.push_back(mixlab::resolvent_forward(alpha.narrow(2, t0, n), none(n), xi, p, {}, &st));
+        if (by_advance)
+          st.advance(n);
+        else
+          st.append(xi, Tensor());
+        ASSERT_EQ(st.position(), t0 + n) << spec;
+      }
+      EXPECT_TRUE(all_close(torch::cat(parts, 2), full, 1e-12, 1e-12)) << spec;
+    }
+  }
+  ResolventState stores_x(Pattern::parse("causal"), 1, 1, 1, torch::kFloat, {true, false, {}});
+  EXPECT_THROW(stores_x.advance(1), mixlab::Error);
+}

@@ -161,6 +161,27 @@ TEST(DiagDecay, ExtremeDecayStaysFinite) {
   EXPECT_TRUE(all_close(ch.out, ref.out, 1e-4, 1e-4));
 }
 
+// Float32 accuracy under strong decay must not grow with the chunk (issue 10 item 3): the
+// chunked form's error against a float64 reference stays within a small multiple of the float32
+// recurrent form's (FlashAttention's rule: bound a fast kernel by the naive same-precision
+// error). Before the log decays were cumulated in double, chunk 64 was ~100x the recurrent error.
+TEST(DiagDecay, Float32ErrorIndependentOfChunkUnderStrongDecay) {
+  for (int kind : {1, 2}) {
+    auto in64 = make_diag(2, 2, 256, 16, 8, kind, 8.0, 11, torch::kFloat64);
+    auto exact = diag_decay_recurrent(in64.q, in64.k, in64.v, in64.gate, in64.init).out;
+    auto f = [](const at::Tensor& t) { return t.to(torch::kFloat32); };
+    // Same values in float32, same layout (kind 1 keeps its stride-0 gate: the scalar path).
+    auto gate32 = kind == 1 ? f(in64.gate.narrow(3, 0, 1)).expand_as(in64.gate) : f(in64.gate);
+    auto err = [&](const at::Tensor& out) { return (out.to(torch::kFloat64) - exact).abs().max().item<double>(); };
+    const double rec = err(diag_decay_recurrent(f(in64.q), f(in64.k), f(in64.v), gate32, f(in64.init)).out);
+    for (int64_t chunk : {8, 64, 128}) {
+      const double ch = err(diag_decay_chunked(f(in64.q), f(in64.k), f(in64.v), gate32, f(in64.init), chunk).out);
+      EXPECT_LE(ch, 4 * rec + 1e-6) << "kind " << kind << " chunk " << chunk << ": chunked " << ch << ", recurrent "
+                                    << rec;
+    }
+  }
+}
+
 TEST(DiagDecay, PrefillInPiecesEqualsOneForward) {
   auto in = make_diag(2, 2, 77, 4, 3, 2, 1.0, 7);
   auto whole =

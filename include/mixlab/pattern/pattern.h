@@ -91,8 +91,11 @@ std::vector<int64_t> cache_lattice_steps(const Pattern& p, int64_t max_offset);
 
 /// Cache-efficient sets S_i (1-based i as in the seed, i = 1..T) by the *corrected* recursion
 /// of SPEC-NOTES §2: π rounds up within S_{i-1} ∪ {i-1}. Returned 1-based, ascending. O(T·K).
+/// S_i is the set of past positions row i reads (Pattern::row(i-1) + 1), so S_1 = {}: the
+/// seed's printed S_1 = {1} is the cache after step 1 (S_1 ∪ {1}), which yields the same S_2.
 std::vector<std::vector<int64_t>> cache_sets_recursive(const Pattern& p, int64_t T);
-/// The same sets from the closed form of Prop. 4.12 (1-based, ascending).
+/// The same sets from the closed form of Prop. 4.12 (1-based, ascending), i >= 1; equal to
+/// cache_sets_recursive(p, T)[i-1] for every i <= T, i = 1 included ({}).
 std::vector<int64_t> cache_set_closed_form(const Pattern& p, int64_t i);
 
 /// Per-row index tensor data a kernel uses for length T, computed once per (spec, T) and cached.

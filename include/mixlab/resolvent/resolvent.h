@@ -111,7 +111,12 @@ class ResolventState : public MixerState {
 
   /// Appends the next T positions: x, y (B,H,T,D) (undefined when not stored), extras
   /// (B,H,T,extra_dims[k]); evicts what no future row can read. Values are detached copies.
+  /// T is read from x, y or extras[0], whichever is given first, even when the layout does not
+  /// store it.
   void append(const torch::Tensor& x, const torch::Tensor& y, const std::vector<torch::Tensor>& extras = {});
+  /// Advances T positions of a state that stores nothing (W_A = 1, non-recurrent, no extras):
+  /// its rows read no past value, only the position moves (chunked prefill of such a pattern).
+  void advance(int64_t T);
 
   /// Grows the slot tensors to hold at least `slots` positions now (decode of a known length
   /// then never pays a doubling copy mid-stream). Never shrinks.
@@ -125,6 +130,7 @@ class ResolventState : public MixerState {
  private:
   enum class Horizon { kAll, kLast, kPattern };
   int64_t take_slot();
+  std::vector<int64_t> take_slots(int64_t T);  // T next positions: slots, eviction
   void evict_after(int64_t next_row);
 
   Pattern pattern_;

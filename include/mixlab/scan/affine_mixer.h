@@ -3,31 +3,45 @@
 // (spec "<name>[:<chunk>]", chunk of the training form, default 64).
 //
 // Each member is a parametrisation of one of the two kernels of mixlab/scan/affine.h; per head
-// (H heads, D = C/H) the state is S (Dk,Dv) and o_t = S_t^T q_t:
-//   linear_attn    q,k = elu+1 feature map, g = 0, normaliser z_t = sum k (an extra ones column of
-//                  v): y = (S^T q) / (z^T q + 1e-6)                             (Katharopoulos 2020)
-//   retnet         g = log gamma_h, gamma_h = 1 - 2^(-5 - 4h/(H-1)) fixed per head; per-head RMS
-//                  norm, swish output gate; no xPos rotation                       (Sun 2023)
-//   gla            g_t = logsigmoid(W2 W1 x_t) / 16 per key (rank-16 gate), RMS norm, swish gate
-//                                                                                 (Yang 2024)
-//   mamba          Dk = N = 16 state per channel, Dv = D channels of the head: q = C_t, k = Δ_t B_t,
-//                  v = u_t = silu(W_in x_t), g = Δ_t a (a = -exp(A_log) per (head, n)); y = o + D u,
-//                  gated by silu(z). Δ_t is ONE softplus per head (Mamba-2 style), which keeps the
-//                  decay diagonal on the key (state) axis; S6's per-channel Δ would make the decay
-//                  depend on (n, channel) and is not supported. No depthwise convolution.
-//   mlstm          f_t = sigmoid(.) forget gate (log f = logsigmoid), input gate i_t = sigmoid(.)
-//                  (the stabilised form used here: a bounded input gate instead of exp(i~) with a
-//                  running max m_t, so the state stays a plain affine recurrence with no
-//                  stabiliser state), normaliser n_t via a ones column of v:
-//                  h = (S^T q) / max(|n^T q|, 1), times the sigmoid output gate    (Beck 2024)
-//   gated_rfa      positive random features phi(x) = exp(W x - 1/2)/sqrt(D) on unit-norm q, k
-//                  (W fixed N(0,1), a buffer), scalar gate g_t = sigmoid(.):
-//                  S_t = g_t S_{t-1} + (1 - g_t) phi(k_t) v_t^T, normalised like linear_attn
-//                                                                                 (Peng 2021)
-//   deltanet       k, q = L2-normalised silu projections, beta_t = sigmoid(.), RMS norm
-//                                                                                 (Schlag 2021)
-//   gated_deltanet + alpha_t = exp(-exp(A_log_h) softplus(W x_t + b)), swish output gate
-//                                                                                 (Yang 2025)
+// (H heads, D = C/H) the state is S (Dk,Dv) and o_t = S_t^T q_t.
+//
+// One block per member, so that grepping a member's name (spec name or paper name: GLA, Mamba,
+// RetNet, DeltaNet, mLSTM, ...) lands here with its formulas, its row and its tests. Every member
+// has the row `AffineMember::k<Name>` in kMembers (src/scan/affine_mixer.cpp: kernel, normaliser),
+// its parametrisation in the `case AffineMember::k<Name>` branches of AffineMixer's constructor,
+// prepare() and finish() there, and its tests in tests/scan/affine_mixer_test.cpp, the suite
+// `All/AffineMembers.*/<spec name>` (chunked = recurrent = scan form = reference forward and
+// backward, step = forward row by row, prefill in pieces, gradcheck, spec), on top of the kernel
+// tests of tests/scan/affine_kernel_test.cpp (DiagDecay.* or DeltaRule.*).
+//
+// member linear_attn — linear attention (Katharopoulos 2020); kernel diag_decay, row kLinearAttn
+//   q,k = elu+1 feature map, g = 0, normaliser z_t = sum k (an extra ones column of v):
+//   y = (S^T q) / (z^T q + 1e-6)
+// member retnet — RetNet, retention (Sun 2023); kernel diag_decay (scalar gate), row kRetNet
+//   g = log gamma_h, gamma_h = 1 - 2^(-5 - 4h/(H-1)) fixed per head; per-head RMS norm, swish
+//   output gate; no xPos rotation
+// member gla — GLA, gated linear attention (Yang 2024); kernel diag_decay (per key), row kGla
+//   g_t = logsigmoid(W2 W1 x_t) / 16 per key (rank-16 gate), RMS norm, swish gate
+// member mamba — Mamba / S6 selective SSM, Mamba-2 style; kernel diag_decay (per key), row kMamba
+//   Dk = N = 16 state per channel, Dv = D channels of the head: q = C_t, k = Δ_t B_t,
+//   v = u_t = silu(W_in x_t), g = Δ_t a (a = -exp(A_log) per (head, n)); y = o + D u, gated by
+//   silu(z). Δ_t is ONE softplus per head (Mamba-2 style), which keeps the decay diagonal on the
+//   key (state) axis; S6's per-channel Δ would make the decay depend on (n, channel) and is not
+//   supported here (the `ssm` mixer, mixlab/resolvent/ssm.h, has it). No depthwise convolution.
+// member mlstm — mLSTM, xLSTM's matrix memory (Beck 2024); kernel diag_decay (scalar), row kMlstm
+//   f_t = sigmoid(.) forget gate (log f = logsigmoid), input gate i_t = sigmoid(.) (the stabilised
+//   form used here: a bounded input gate instead of exp(i~) with a running max m_t, so the state
+//   stays a plain affine recurrence with no stabiliser state), normaliser n_t via a ones column of
+//   v: h = (S^T q) / max(|n^T q|, 1), times the sigmoid output gate
+// member gated_rfa — gated random-feature attention (Peng 2021); kernel diag_decay, row kGatedRfa
+//   positive random features phi(x) = exp(W x - 1/2)/sqrt(D) on unit-norm q, k (W fixed N(0,1), a
+//   buffer), scalar gate g_t = sigmoid(.): S_t = g_t S_{t-1} + (1 - g_t) phi(k_t) v_t^T,
+//   normalised like linear_attn
+// member deltanet — DeltaNet, delta rule (Schlag 2021); kernel delta_rule, row kDeltaNet
+//   k, q = L2-normalised silu projections, beta_t = sigmoid(.), RMS norm
+// member gated_deltanet — gated DeltaNet (Yang 2025); kernel delta_rule, row kGatedDeltaNet
+//   deltanet + alpha_t = exp(-exp(A_log_h) softplus(W x_t + b)), swish output gate
+//
 // Training forward uses the chunked form; set_form switches to the recurrent, scan or reference
 // form (tests, benchmarks). Decode: O(H Dk Dv) per token, state (B,H,Dk,Dv') float32 for a float
 // model (Dv' = Dv + 1 with a normaliser column), no growth with n.
@@ -51,8 +65,9 @@ struct AffineMemberInfo {
   AffineMember member;
   const char* name;  // spec family name
   AffineKernel kernel;
-  bool normaliser;          // v carries an extra ones column (Dv' = Dv + 1)
-  const char* description;  // one line for `mixlab mixers`
+  bool normaliser;  // v carries an extra ones column (Dv' = Dv + 1)
+  // No description here: `mixlab mixers` prints the registry's (src/mixers/registry.cpp), the
+  // only one a user sees; a second copy here had drifted ("O(D^2)" against "O(1) per token").
 };
 
 /// The single table of members, in enum order.
