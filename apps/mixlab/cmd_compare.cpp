@@ -77,8 +77,7 @@ void cmd_compare_register(CLI::App& app) {
   sub->add_option("--preset", args->preset, "default (CPU, <= 10 min) or paper (seed 000 App. C.3)")
       ->check(CLI::IsMember({"default", "paper"}));
   sub->add_option("--out", args->out, "Output directory for CSV, JSON, PNG (default runs/compare)");
-  sub->add_option("--steps", args->steps, "Training steps per run (overrides the preset)")
-      ->check(CLI::PositiveNumber);
+  sub->add_option("--steps", args->steps, "Training steps per run (overrides the preset)")->check(CLI::PositiveNumber);
   sub->add_option("--set", args->sets, "Override a config key for every run: --set d_model=128 (repeatable)");
   sub->add_option("--jobs", args->jobs,
                   "Runs trained at the same time, one intra-op thread each (default: --threads; 1 for --preset paper); "

@@ -24,20 +24,27 @@ void run_eval(const EvalArgs& a) {
   trainer.checkpoint_load(a.checkpoint);
   const EvalResult r = trainer.evaluate();
   if (a.json) {
-    nlohmann::json j = {{"checkpoint", a.checkpoint},     {"task", config.task.name}, {"mixer", config.mixer},
-                        {"step", trainer.step()},         {"loss", r.loss},           {"token_acc", r.token_acc},
-                        {"answer_acc", r.answer_acc},     {"answers", r.answers},     {"answer_tokens", r.answer_tokens},
-                        {"chain_acc", r.chain_acc},       {"chain_queries", r.chain_queries}};
+    nlohmann::json j = {{"checkpoint", a.checkpoint},
+                        {"task", config.task.name},
+                        {"mixer", config.mixer},
+                        {"step", trainer.step()},
+                        {"loss", r.loss},
+                        {"token_acc", r.token_acc},
+                        {"answer_acc", r.answer_acc},
+                        {"answers", r.answers},
+                        {"answer_tokens", r.answer_tokens},
+                        {"chain_acc", r.chain_acc},
+                        {"chain_queries", r.chain_queries}};
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << fmt::format("{} on {} (step {}/{}): loss {:.4f}  token acc {:.2f}%  answer acc {:.2f}%  "
-                           "({} answers, {} answer tokens){}\n",
-                           config.mixer, config.task.name, trainer.step(), config.steps, r.loss, 100 * r.token_acc,
-                           100 * r.answer_acc, r.answers, r.answer_tokens,
-                           r.chain_queries > 0 ? fmt::format("  chain acc {:.2f}% ({} chain queries)", 100 * r.chain_acc,
-                                                             r.chain_queries)
-                                               : "");
+  std::cout << fmt::format(
+      "{} on {} (step {}/{}): loss {:.4f}  token acc {:.2f}%  answer acc {:.2f}%  "
+      "({} answers, {} answer tokens){}\n",
+      config.mixer, config.task.name, trainer.step(), config.steps, r.loss, 100 * r.token_acc, 100 * r.answer_acc,
+      r.answers, r.answer_tokens,
+      r.chain_queries > 0 ? fmt::format("  chain acc {:.2f}% ({} chain queries)", 100 * r.chain_acc, r.chain_queries)
+                          : "");
 }
 
 }  // namespace

@@ -14,8 +14,7 @@ void cmd_mixers_register(CLI::App& app) {
   cmd->callback([] {
     size_t width = 0;
     for (const auto& f : mixer_families()) width = std::max(width, f.usage.size());
-    for (const auto& f : mixer_families())
-      std::cout << fmt::format("  {:<{}}  {}\n", f.usage, width, f.description);
+    for (const auto& f : mixer_families()) std::cout << fmt::format("  {:<{}}  {}\n", f.usage, width, f.description);
   });
 }
 

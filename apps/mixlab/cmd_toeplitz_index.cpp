@@ -43,8 +43,8 @@ void run_toeplitz_index(const ToeplitzIndexArgs& args) {
   for (const auto& e : entries) {
     std::cout << fmt::format("{:<28} {:>4} {:>6} {:>8} {:>7} {:>11.3e}  {}\n", e.module, e.head, e.kernel,
                              e.result.degenerate ? std::string("-") : std::to_string(e.result.winding),
-                             e.result.degenerate ? std::string("-") : std::to_string(e.result.index),
-                             e.result.min_abs, e.result.degenerate ? "degenerate: " + e.result.reason : "");
+                             e.result.degenerate ? std::string("-") : std::to_string(e.result.index), e.result.min_abs,
+                             e.result.degenerate ? "degenerate: " + e.result.reason : "");
   }
 }
 

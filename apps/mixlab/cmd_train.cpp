@@ -118,8 +118,7 @@ void cmd_train_register(CLI::App& app) {
   sub->add_option("--checkpoint", args->checkpoint, "Checkpoint path (default <out>/checkpoint.pt)");
   sub->add_option("--metrics", args->metrics, "Metrics JSONL path (default <out>/metrics.jsonl)");
   sub->add_option("--resume", args->resume, "Resume from this checkpoint (same config required)");
-  sub->add_option("--until", args->until, "Stop after this step (a checkpoint is written)")
-      ->check(CLI::PositiveNumber);
+  sub->add_option("--until", args->until, "Stop after this step (a checkpoint is written)")->check(CLI::PositiveNumber);
   sub->add_flag("--quiet", args->quiet, "No progress lines");
   sub->callback([args] { run_train(*args); });
 }

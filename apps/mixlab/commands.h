@@ -5,8 +5,9 @@
 // prints "mixlab: error: <message>" and exits 1. Commands never call exit().
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 
 namespace mixlab::cli {
 

@@ -23,15 +23,14 @@ void check_dims(const MixerDims& dims, const char* who) {
 AttentionMixer::AttentionMixer(const MixerDims& dims, int64_t window) : dims_(dims), window_(window) {
   check_dims(dims, window > 0 ? "local attention" : "attention");
   head_dim_ = dims.d_model / dims.n_heads;
-  qkv_ = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dims.d_model, 3 * dims.d_model).bias(false)));
+  qkv_ =
+      register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dims.d_model, 3 * dims.d_model).bias(false)));
   out_ = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(dims.d_model, dims.d_model).bias(false)));
 }
 
 std::string AttentionMixer::spec() const { return window_ > 0 ? "local:" + std::to_string(window_) : "attention"; }
 
-std::string AttentionMixer::pattern_spec() const {
-  return window_ > 0 ? "band:" + std::to_string(window_) : "causal";
-}
+std::string AttentionMixer::pattern_spec() const { return window_ > 0 ? "band:" + std::to_string(window_) : "causal"; }
 
 torch::Tensor AttentionMixer::attend_full(const torch::Tensor& q, const torch::Tensor& k,
                                           const torch::Tensor& v) const {

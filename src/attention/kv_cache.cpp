@@ -4,8 +4,7 @@
 
 namespace mixlab {
 
-KvCacheState::KvCacheState(int64_t batch, int64_t heads, int64_t head_dim, int64_t window,
-                           torch::TensorOptions options)
+KvCacheState::KvCacheState(int64_t batch, int64_t heads, int64_t head_dim, int64_t window, torch::TensorOptions options)
     : window_(window) {
   const int64_t cap = window > 0 ? window : 16;
   k_ = torch::zeros({batch, heads, cap, head_dim}, options);

@@ -1,10 +1,10 @@
 #include "mixlab/core/threads.h"
 
+#include <ATen/Parallel.h>
+
 #include <cstdlib>
 #include <string>
 #include <thread>
-
-#include <ATen/Parallel.h>
 
 #include "mixlab/core/error.h"
 

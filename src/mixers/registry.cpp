@@ -4,10 +4,10 @@
 
 #include <iterator>
 
-#include "mixlab/core/error.h"
 #include "mixlab/attention/attention.h"
-#include "mixlab/resolvent/ssm.h"
+#include "mixlab/core/error.h"
 #include "mixlab/resolvent/resolvent_mixer.h"
+#include "mixlab/resolvent/ssm.h"
 #include "mixlab/scan/affine_mixer.h"
 #include "mixlab/toeplitz/toeplitz_mixer.h"
 
@@ -76,12 +76,14 @@ const FamilyRow kFamilies[] = {
        return std::make_shared<ResolventMixer>(args, dims);
      }},
     {MixerFamily::kLinearAttn,
-     {"linear_attn", "linear_attn[:chunk]", "linear attention, elu+1 features, normalised (seed 004 Table 1); chunked training; O(1) per token"},
+     {"linear_attn", "linear_attn[:chunk]",
+      "linear attention, elu+1 features, normalised (seed 004 Table 1); chunked training; O(1) per token"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return affine_mixer_create("linear_attn", spec, args, dims);
      }},
     {MixerFamily::kRetNet,
-     {"retnet", "retnet[:chunk]", "retention: fixed per-head decay, RMS norm, swish gate (seed 004 Table 1); O(1) per token"},
+     {"retnet", "retnet[:chunk]",
+      "retention: fixed per-head decay, RMS norm, swish gate (seed 004 Table 1); O(1) per token"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return affine_mixer_create("retnet", spec, args, dims);
      }},
@@ -91,7 +93,8 @@ const FamilyRow kFamilies[] = {
        return affine_mixer_create("gla", spec, args, dims);
      }},
     {MixerFamily::kMamba,
-     {"mamba", "mamba[:chunk]", "Mamba/S6 selective SSM as a matrix state, per-head step (seed 004 Table 1); O(1) per token"},
+     {"mamba", "mamba[:chunk]",
+      "Mamba/S6 selective SSM as a matrix state, per-head step (seed 004 Table 1); O(1) per token"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return affine_mixer_create("mamba", spec, args, dims);
      }},
@@ -111,7 +114,8 @@ const FamilyRow kFamilies[] = {
        return affine_mixer_create("deltanet", spec, args, dims);
      }},
     {MixerFamily::kGatedDeltaNet,
-     {"gated_deltanet", "gated_deltanet[:chunk]", "gated DeltaNet, chunked WY/UT form (seed 004 Table 1); O(1) per token"},
+     {"gated_deltanet", "gated_deltanet[:chunk]",
+      "gated DeltaNet, chunked WY/UT form (seed 004 Table 1); O(1) per token"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return affine_mixer_create("gated_deltanet", spec, args, dims);
      }},

@@ -87,8 +87,8 @@ torch::Tensor DecoderModel::step(DecoderState& state, const torch::Tensor& token
   check_dim("DecoderModel::step", "tokens_t", tokens_t, 1, "(B)");
   MIXLAB_CHECK(state.blocks.size() == blocks_.size(), "DecoderModel::step: state has {} blocks, model has {}",
                state.blocks.size(), blocks_.size());
-  MIXLAB_CHECK(state.position < dims_.max_len, "DecoderModel::step: position {} reached max_len = {}",
-               state.position, dims_.max_len);
+  MIXLAB_CHECK(state.position < dims_.max_len, "DecoderModel::step: position {} reached max_len = {}", state.position,
+               dims_.max_len);
   auto x = embed_(tokens_t);  // (B,C)
   for (size_t l = 0; l < blocks_.size(); ++l) x = blocks_[l]->step(*state.blocks[l], x);
   ++state.position;

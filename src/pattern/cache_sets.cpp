@@ -13,8 +13,8 @@
 namespace mixlab {
 
 std::vector<int64_t> cache_lattice_steps(const Pattern& p, int64_t max_offset) {
-  MIXLAB_CHECK(p.translation_invariant_family(), "cache_lattice_steps: pattern '{}' is not a translation-invariant family",
-               p.spec());
+  MIXLAB_CHECK(p.translation_invariant_family(),
+               "cache_lattice_steps: pattern '{}' is not a translation-invariant family", p.spec());
   std::vector<int64_t> a;
   int64_t prev_f = 0;
   for (int64_t k = 0;; ++k) {

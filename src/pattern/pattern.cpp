@@ -16,8 +16,7 @@ int64_t parse_positive(const std::string& spec, const std::string& what, const s
     MIXLAB_CHECK(std::isdigit(static_cast<unsigned char>(c)),
                  "pattern spec '{}': {} must be a positive integer, got '{}'", spec, what, text);
   }
-  MIXLAB_CHECK(text.size() <= 12, "pattern spec '{}': {} = {} is too large (limit {})", spec, what, text,
-               kPatternMaxT);
+  MIXLAB_CHECK(text.size() <= 12, "pattern spec '{}': {} = {} is too large (limit {})", spec, what, text, kPatternMaxT);
   int64_t v = std::stoll(text);
   MIXLAB_CHECK(v > 0, "pattern spec '{}': {} must be > 0, got {}", spec, what, v);
   MIXLAB_CHECK(v <= kPatternMaxT, "pattern spec '{}': {} = {} exceeds the limit {}", spec, what, v, kPatternMaxT);
@@ -29,8 +28,9 @@ int64_t parse_positive(const std::string& spec, const std::string& what, const s
 Pattern Pattern::parse(const std::string& spec_in) {
   std::string spec = spec_in;
   Pattern p;
-  MIXLAB_CHECK(!spec.empty(), "pattern spec is empty; expected one of causal, band:W, dense, order:K, pow2, square, "
-                              "linear, offsets:1,2,..., optionally with +cache");
+  MIXLAB_CHECK(!spec.empty(),
+               "pattern spec is empty; expected one of causal, band:W, dense, order:K, pow2, square, "
+               "linear, offsets:1,2,..., optionally with +cache");
   const std::string kCacheSuffix = "+cache";
   std::string body = spec;
   if (body.size() > kCacheSuffix.size() &&
@@ -82,8 +82,9 @@ Pattern Pattern::parse(const std::string& spec_in) {
       if (p.user_offsets_.empty()) {
         MIXLAB_CHECK(v == 1, "pattern spec '{}': offsets must start at 1 (first-order connectivity), got {}", spec, v);
       } else {
-        MIXLAB_CHECK(v > p.user_offsets_.back(), "pattern spec '{}': offsets must be strictly increasing, got {} after {}",
-                     spec, v, p.user_offsets_.back());
+        MIXLAB_CHECK(v > p.user_offsets_.back(),
+                     "pattern spec '{}': offsets must be strictly increasing, got {} after {}", spec, v,
+                     p.user_offsets_.back());
       }
       p.user_offsets_.push_back(v);
       if (comma == std::string::npos) break;
@@ -198,16 +199,30 @@ int64_t Pattern::max_width(int64_t T) const {
 std::string Pattern::structure_name() const {
   std::string base;
   switch (kind_) {
-    case PatternKind::kCausal: base = "Attention"; break;
-    case PatternKind::kBand: base = fmt::format("Local attention (w={})", width_); break;
-    case PatternKind::kDense: base = "Dense recurrence"; break;
+    case PatternKind::kCausal:
+      base = "Attention";
+      break;
+    case PatternKind::kBand:
+      base = fmt::format("Local attention (w={})", width_);
+      break;
+    case PatternKind::kDense:
+      base = "Dense recurrence";
+      break;
     case PatternKind::kOrder:
       base = width_ == 1 ? std::string("Diagonal SSM (order 1)") : fmt::format("{}-th order recurrence", width_);
       break;
-    case PatternKind::kPow2: base = "f(k) = 2^k"; break;
-    case PatternKind::kSquare: base = "f(k) = k^2+1"; break;
-    case PatternKind::kLinear: base = "f(k) = k+1"; break;
-    case PatternKind::kOffsets: base = fmt::format("offsets {}", fmt::join(user_offsets_, ",")); break;
+    case PatternKind::kPow2:
+      base = "f(k) = 2^k";
+      break;
+    case PatternKind::kSquare:
+      base = "f(k) = k^2+1";
+      break;
+    case PatternKind::kLinear:
+      base = "f(k) = k+1";
+      break;
+    case PatternKind::kOffsets:
+      base = fmt::format("offsets {}", fmt::join(user_offsets_, ","));
+      break;
   }
   return cache_ ? base + " + cache-efficient" : base;
 }
@@ -216,12 +231,17 @@ std::string Pattern::time_class() const {
   switch (kind_) {
     case PatternKind::kCausal:
     case PatternKind::kDense:
-    case PatternKind::kLinear: return "O(n)";
+    case PatternKind::kLinear:
+      return "O(n)";
     case PatternKind::kBand:
-    case PatternKind::kOrder: return width_ == 1 ? "O(1)" : "O(k)";
-    case PatternKind::kPow2: return "O(log2 n)";
-    case PatternKind::kSquare: return "O(sqrt n)";
-    case PatternKind::kOffsets: return "O(f^-1(n))";
+    case PatternKind::kOrder:
+      return width_ == 1 ? "O(1)" : "O(k)";
+    case PatternKind::kPow2:
+      return "O(log2 n)";
+    case PatternKind::kSquare:
+      return "O(sqrt n)";
+    case PatternKind::kOffsets:
+      return "O(f^-1(n))";
   }
   return "?";
 }
@@ -230,8 +250,10 @@ std::string Pattern::cache_class() const {
   if (cache_) return time_class();
   switch (kind_) {
     case PatternKind::kBand:
-    case PatternKind::kOrder: return width_ == 1 ? "O(1)" : "O(k)";
-    default: return "O(n)";
+    case PatternKind::kOrder:
+      return width_ == 1 ? "O(1)" : "O(k)";
+    default:
+      return "O(n)";
   }
 }
 

@@ -1,9 +1,8 @@
 // `mixlab compare`: train every mixer on every task, measure, tabulate, chart (see compare.h).
 #include "mixlab/train/compare.h"
 
-#include <cairo/cairo.h>
-
 #include <ATen/Parallel.h>
+#include <cairo/cairo.h>
 
 #include <algorithm>
 #include <atomic>
@@ -50,18 +49,42 @@ json preset_json(const std::string& preset, const std::string& task) {
     // No curriculum: with a few hundred steps, the first three phases (lengths / 8, 4, 2) leave
     // too few steps at the full length (measured in docs/RESULTS.md).
     const bool text = task == "textcopy";
-    return {{"task", task},  {"vocab", text ? 256 : 32}, {"length", copy || text ? 16 : 64}, {"pairs", copy || text ? 0 : 8},
-            {"d_model", 64}, {"layers", 2},       {"heads", 4},               {"mlp_ratio", 4},
-            {"steps", 600},  {"batch", 32},       {"lr", 3e-3},               {"warmup", 60},
-            {"seed", 0},     {"eval_batches", 4}, {"eval_batch", 64},         {"log_every", 50},
+    return {{"task", task},
+            {"vocab", text ? 256 : 32},
+            {"length", copy || text ? 16 : 64},
+            {"pairs", copy || text ? 0 : 8},
+            {"d_model", 64},
+            {"layers", 2},
+            {"heads", 4},
+            {"mlp_ratio", 4},
+            {"steps", 600},
+            {"batch", 32},
+            {"lr", 3e-3},
+            {"warmup", 60},
+            {"seed", 0},
+            {"eval_batches", 4},
+            {"eval_batch", 64},
+            {"log_every", 50},
             {"curriculum", false}};
   }
   if (preset == "paper") {
     const bool text = task == "textcopy";
-    return {{"task", task},   {"vocab", text ? 256 : 8192},  {"length", copy || text ? 128 : 256}, {"pairs", copy || text ? 0 : 64},
-            {"d_model", 256}, {"layers", 2},    {"heads", 4},                 {"mlp_ratio", 4},
-            {"steps", 20000}, {"batch", 1024},  {"lr", 3e-3},                 {"warmup", 2000},
-            {"seed", 0},      {"eval_batches", 8}, {"eval_batch", 256},       {"log_every", 100}};
+    return {{"task", task},
+            {"vocab", text ? 256 : 8192},
+            {"length", copy || text ? 128 : 256},
+            {"pairs", copy || text ? 0 : 64},
+            {"d_model", 256},
+            {"layers", 2},
+            {"heads", 4},
+            {"mlp_ratio", 4},
+            {"steps", 20000},
+            {"batch", 1024},
+            {"lr", 3e-3},
+            {"warmup", 2000},
+            {"seed", 0},
+            {"eval_batches", 8},
+            {"eval_batch", 256},
+            {"log_every", 100}};
   }
   MIXLAB_CHECK(false, "compare: unknown preset '{}' (known: default, paper)", preset);
   return {};
@@ -134,9 +157,15 @@ std::string pad(const std::string& s, size_t w, bool right = false) {
 }  // namespace
 
 std::vector<std::string> compare_default_mixers() {
-  return {"attention",       "local:8",          "ssm",
-          "resolvent:order:8", "resolvent:dense", "resolvent:pow2",
-          "resolvent:pow2+cache", "resolvent:square", "resolvent:square+cache"};
+  return {"attention",
+          "local:8",
+          "ssm",
+          "resolvent:order:8",
+          "resolvent:dense",
+          "resolvent:pow2",
+          "resolvent:pow2+cache",
+          "resolvent:square",
+          "resolvent:square+cache"};
 }
 
 const std::vector<std::string>& compare_presets() {
@@ -321,7 +350,8 @@ std::string compare_table_text(const CompareReport& rep) {
     c.push_back(r.shortest);
     c.push_back(r.congestion);
     for (const auto& t : rep.tasks) c.push_back(fmt::format("{:.1f}", 100 * r.token_acc.at(t)));
-    if (chains) c.push_back(r.chain_acc.count("multihop") ? fmt::format("{:.1f}", 100 * r.chain_acc.at("multihop")) : "—");
+    if (chains)
+      c.push_back(r.chain_acc.count("multihop") ? fmt::format("{:.1f}", 100 * r.chain_acc.at("multihop")) : "—");
     c.push_back(fmt_rate(r.train_tokens_per_s));
     c.push_back(fmt::format("{:.0f}", r.decode_us_per_token));
     cells.push_back(c);
@@ -351,8 +381,7 @@ std::string compare_table_text(const CompareReport& rep) {
       "time/tok = max past positions read per token, cache = max positions kept, path = max shortest path,\n"
       "congestion = copy routing bounds — all measured by the analysis at T = {} (0-based rows). Accuracy = held-out\n"
       "token accuracy on scored positions{}. Preset '{}', {:.0f} s in total, {} run(s) at a time.\n",
-      T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "", rep.preset, rep.seconds,
-      rep.jobs);
+      T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "", rep.preset, rep.seconds, rep.jobs);
   return out;
 }
 
@@ -427,8 +456,9 @@ void write_chart(const CompareReport& rep, const std::string& path) {
 void compare_write(const CompareReport& rep, const std::string& dir) {
   std::filesystem::create_directories(dir);
   json rows = json::array();
-  std::string csv = "mixer,ran,note,structure,pattern,cost_class,analysis_T,time_per_token,cache,shortest_path,"
-                    "congestion";
+  std::string csv =
+      "mixer,ran,note,structure,pattern,cost_class,analysis_T,time_per_token,cache,shortest_path,"
+      "congestion";
   for (const auto& t : rep.tasks) csv += "," + t + "_token_acc," + t + "_answer_acc," + t + "_chain_acc";
   csv += ",train_tokens_per_s,decode_us_per_token,parameters,train_seconds\n";
   auto quote = [](const std::string& s) {
@@ -458,18 +488,18 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"train_seconds", r.seconds}};
     rows.push_back(j);
     csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{}", quote(r.mixer), r.ran ? 1 : 0, quote(r.note),
-                       quote(r.structure), quote(r.pattern), quote(r.cost_class), r.analysis_T, r.cost_max,
-                       r.cache_max, quote(r.shortest), quote(r.congestion));
+                       quote(r.structure), quote(r.pattern), quote(r.cost_class), r.analysis_T, r.cost_max, r.cache_max,
+                       quote(r.shortest), quote(r.congestion));
     for (const auto& t : rep.tasks) {
       const bool has = r.token_acc.count(t) > 0;
       csv += has ? fmt::format(",{:.6f},{:.6f},", r.token_acc.at(t), r.answer_acc.at(t)) : std::string(",,,");
       if (r.chain_acc.count(t)) csv += fmt::format("{:.6f}", r.chain_acc.at(t));
     }
-    csv += fmt::format(",{:.1f},{:.2f},{},{:.2f}\n", r.train_tokens_per_s, r.decode_us_per_token, r.parameters,
-                       r.seconds);
+    csv +=
+        fmt::format(",{:.1f},{:.2f},{},{:.2f}\n", r.train_tokens_per_s, r.decode_us_per_token, r.parameters, r.seconds);
   }
-  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds}, {"jobs", rep.jobs},
-                    {"config", rep.config_example}, {"rows", rows}};
+  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks},           {"seconds", rep.seconds},
+                    {"jobs", rep.jobs},     {"config", rep.config_example}, {"rows", rows}};
   {
     std::ofstream out(dir + "/compare.json");
     MIXLAB_CHECK(out.good(), "compare: cannot write '{}/compare.json'", dir);

@@ -45,10 +45,10 @@ bool read_bool(const json& j, const char* key, bool fallback, const std::string&
 
 const std::set<std::string>& known_keys() {
   static const std::set<std::string> keys = {
-      "task",  "vocab",  "length",       "pairs",       "hop_prob",     "curriculum", "d_model",    "layers",
-      "heads", "mlp_ratio", "mixer",     "steps",       "batch",        "lr",         "warmup",     "weight_decay",
-      "beta1", "beta2",  "grad_clip",    "seed",        "eval_batches", "eval_batch", "eval_every", "log_every",
-      "checkpoint_every"};
+      "task",       "vocab",        "length",    "pairs",           "hop_prob",  "curriculum", "d_model",
+      "layers",     "heads",        "mlp_ratio", "mixer",           "steps",     "batch",      "lr",
+      "warmup",     "weight_decay", "beta1",     "beta2",           "grad_clip", "seed",       "eval_batches",
+      "eval_batch", "eval_every",   "log_every", "checkpoint_every"};
   return keys;
 }
 
@@ -71,16 +71,16 @@ void config_validate(const TrainConfig& c, const std::string& origin) {
     throw Error(fmt::format("config {}: {}", origin, e.what()));
   }
   MIXLAB_CHECK(c.d_model >= 1, "config {}: key 'd_model' must be >= 1, got {}", origin, c.d_model);
-  MIXLAB_CHECK(c.heads >= 1 && c.d_model % c.heads == 0,
-               "config {}: key 'heads' must divide d_model ({}), got {}", origin, c.d_model, c.heads);
+  MIXLAB_CHECK(c.heads >= 1 && c.d_model % c.heads == 0, "config {}: key 'heads' must divide d_model ({}), got {}",
+               origin, c.d_model, c.heads);
   MIXLAB_CHECK(c.layers >= 1, "config {}: key 'layers' must be >= 1, got {}", origin, c.layers);
   MIXLAB_CHECK(c.mlp_ratio >= 1, "config {}: key 'mlp_ratio' must be >= 1, got {}", origin, c.mlp_ratio);
   MIXLAB_CHECK(!c.mixer.empty(), "config {}: key 'mixer' must not be empty", origin);
   MIXLAB_CHECK(c.steps >= 1, "config {}: key 'steps' must be >= 1, got {}", origin, c.steps);
   MIXLAB_CHECK(c.batch >= 1, "config {}: key 'batch' must be >= 1, got {}", origin, c.batch);
   MIXLAB_CHECK(c.lr > 0, "config {}: key 'lr' must be > 0, got {}", origin, c.lr);
-  MIXLAB_CHECK(c.warmup >= 0 && c.warmup <= c.steps, "config {}: key 'warmup' must be in [0, steps={}], got {}",
-               origin, c.steps, c.warmup);
+  MIXLAB_CHECK(c.warmup >= 0 && c.warmup <= c.steps, "config {}: key 'warmup' must be in [0, steps={}], got {}", origin,
+               c.steps, c.warmup);
   MIXLAB_CHECK(c.weight_decay >= 0, "config {}: key 'weight_decay' must be >= 0, got {}", origin, c.weight_decay);
   MIXLAB_CHECK(c.beta1 >= 0 && c.beta1 < 1, "config {}: key 'beta1' must be in [0, 1), got {}", origin, c.beta1);
   MIXLAB_CHECK(c.beta2 >= 0 && c.beta2 < 1, "config {}: key 'beta2' must be in [0, 1), got {}", origin, c.beta2);

@@ -28,7 +28,12 @@ struct Rows {
   int64_t B, T;
   std::vector<int64_t> tokens, targets, mask, answer, hops;
   Rows(int64_t b, int64_t t)
-      : B(b), T(t), tokens(b * t, kTokenPad), targets(b * t, kTokenPad), mask(b * t, 0), answer(b * t, -1),
+      : B(b),
+        T(t),
+        tokens(b * t, kTokenPad),
+        targets(b * t, kTokenPad),
+        mask(b * t, 0),
+        answer(b * t, -1),
         hops(b * t, -1) {}
 };
 
@@ -95,14 +100,14 @@ uint64_t task_seed_mix(uint64_t seed, uint64_t stream, uint64_t index) {
 
 void task_validate(const TaskSpec& spec) {
   const auto& names = task_names();
-  MIXLAB_CHECK(std::find(names.begin(), names.end(), spec.name) != names.end(),
-               "task: unknown task '{}' (known: {})", spec.name, fmt::join(names, ", "));
+  MIXLAB_CHECK(std::find(names.begin(), names.end(), spec.name) != names.end(), "task: unknown task '{}' (known: {})",
+               spec.name, fmt::join(names, ", "));
   MIXLAB_CHECK(spec.vocab >= 8, "task {}: vocab must be >= 8 (4 special tokens + content), got {}", spec.name,
                spec.vocab);
   MIXLAB_CHECK(spec.name != "textcopy" || spec.vocab >= Corpus::kVocabSize,
                "task textcopy: vocab must be >= {} (byte tokens), got {}", Corpus::kVocabSize, spec.vocab);
-  MIXLAB_CHECK(spec.length >= min_length(spec), "task {}: length must be >= {}, got {}", spec.name,
-               min_length(spec), spec.length);
+  MIXLAB_CHECK(spec.length >= min_length(spec), "task {}: length must be >= {}, got {}", spec.name, min_length(spec),
+               spec.length);
   if (is_recall_like(spec.name)) {
     const std::string what = "task " + spec.name;
     mqar_validate(what.c_str(), spec.vocab, spec.length, spec.pairs, spec.hop_prob);
@@ -141,8 +146,9 @@ Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, in
   const bool recall = is_recall_like(spec.name);
   if (recall) {
     const int64_t most = std::min(mqar_max_pairs(length), mqar_key_count(spec.vocab));
-    MIXLAB_CHECK(pairs >= 1 && pairs <= most, "task_generate: pairs must be in [1, {}] at length {} for task {}, got {}",
-                 most, length, spec.name, pairs);
+    MIXLAB_CHECK(pairs >= 1 && pairs <= most,
+                 "task_generate: pairs must be in [1, {}] at length {} for task {}, got {}", most, length, spec.name,
+                 pairs);
   }
   const int64_t T = task_sequence_length(spec, length);
   Rows rows(batch_size, T);

@@ -17,9 +17,7 @@ constexpr const char* kCheckpointFormat = "mixlab-checkpoint-1";
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string format_duration(double s) {
   if (!(s >= 0) || s > 1e7) return "?";
@@ -56,12 +54,12 @@ void archive_load(torch::serialize::InputArchive& ar, const std::string& path) {
   try {
     ok = ar.try_read("format", format);
   } catch (const c10::Error& e) {
-    throw Error(fmt::format("{}: corrupt entry 'format': {}", checkpoint_prefix(path),
-                            first_line(e.what_without_backtrace())));
+    throw Error(
+        fmt::format("{}: corrupt entry 'format': {}", checkpoint_prefix(path), first_line(e.what_without_backtrace())));
   }
   MIXLAB_CHECK(ok && format.isString() && format.toStringRef() == kCheckpointFormat,
-               "{}: not a mixlab checkpoint (missing or wrong 'format' entry; expected '{}')",
-               checkpoint_prefix(path), kCheckpointFormat);
+               "{}: not a mixlab checkpoint (missing or wrong 'format' entry; expected '{}')", checkpoint_prefix(path),
+               kCheckpointFormat);
 }
 
 c10::IValue archive_read(torch::serialize::InputArchive& ar, const std::string& path, const char* key) {
@@ -111,18 +109,18 @@ BatchScore batch_score(const torch::Tensor& logits, const Batch& batch) {
   s.batch_tokens = B * T;
   const auto V = logits.size(2);
   // Cross-entropy in float32 at least (float64 logits stay float64).
-  auto nll = torch::nn::functional::cross_entropy(
-      logits.reshape({B * T, V}), batch.targets.reshape({B * T}),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  auto nll =
+      torch::nn::functional::cross_entropy(logits.reshape({B * T, V}), batch.targets.reshape({B * T}),
+                                           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   auto mask = batch.mask.reshape({B * T}).to(nll.scalar_type());
   const double n_mask = mask.sum().item<double>();
   MIXLAB_CHECK(n_mask > 0, "batch_score: the batch has no answer positions");
   s.loss = (nll * mask).sum() / n_mask;
 
   torch::NoGradGuard no_grad;
-  auto pred = logits.argmax(2);                               // (B,T)
-  auto answer_pos = batch.mask > 0;                           // (B,T) bool
-  auto wrong = (pred != batch.targets) & answer_pos;          // (B,T)
+  auto pred = logits.argmax(2);                       // (B,T)
+  auto answer_pos = batch.mask > 0;                   // (B,T) bool
+  auto wrong = (pred != batch.targets) & answer_pos;  // (B,T)
   s.answer_tokens = static_cast<int64_t>(n_mask);
   s.correct_tokens = s.answer_tokens - wrong.sum().item<int64_t>();
   // Whole answers: per row, count wrong tokens per answer id. Scored positions outside every
@@ -206,14 +204,16 @@ EvalResult Trainer::evaluate() {
     correct_chains += s.correct_chains;
     if (hop_correct.size() < s.hop_correct.size()) hop_correct.resize(s.hop_correct.size(), 0);
     if (r.hop_queries.size() < s.hop_queries.size()) r.hop_queries.resize(s.hop_queries.size(), 0);
-    for (size_t k = 0; k < s.hop_queries.size(); ++k) r.hop_queries[k] += s.hop_queries[k], hop_correct[k] += s.hop_correct[k];
+    for (size_t k = 0; k < s.hop_queries.size(); ++k)
+      r.hop_queries[k] += s.hop_queries[k], hop_correct[k] += s.hop_correct[k];
   }
   r.loss = loss_sum / static_cast<double>(r.answer_tokens);
   r.token_acc = static_cast<double>(correct) / static_cast<double>(r.answer_tokens);
   r.answer_acc = r.answers > 0 ? static_cast<double>(correct_answers) / static_cast<double>(r.answers) : 0.0;
   r.chain_acc = r.chain_queries > 0 ? static_cast<double>(correct_chains) / static_cast<double>(r.chain_queries) : 0.0;
   for (size_t k = 0; k < r.hop_queries.size(); ++k)
-    r.hop_acc.push_back(r.hop_queries[k] > 0 ? static_cast<double>(hop_correct[k]) / static_cast<double>(r.hop_queries[k]) : 0.0);
+    r.hop_acc.push_back(
+        r.hop_queries[k] > 0 ? static_cast<double>(hop_correct[k]) / static_cast<double>(r.hop_queries[k]) : 0.0);
   model_->train();
   return r;
 }
@@ -234,8 +234,8 @@ void Trainer::checkpoint_save(const std::string& path) const {
     ar.save_to(tmp);
   } catch (const c10::Error& e) {
     std::remove(tmp.c_str());
-    throw Error(fmt::format("{}: cannot write '{}': {}", checkpoint_prefix(path), tmp,
-                            first_line(e.what_without_backtrace())));
+    throw Error(
+        fmt::format("{}: cannot write '{}': {}", checkpoint_prefix(path), tmp, first_line(e.what_without_backtrace())));
   }
   // rename() is atomic on POSIX: a reader sees the old file or the new one, never half a file.
   MIXLAB_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "{}: cannot rename '{}' to it", checkpoint_prefix(path),
@@ -311,9 +311,8 @@ TrainResult Trainer::run(const TrainOptions& o) {
       result.last_loss = win_loss / static_cast<double>(win_steps);
       result.last_acc = static_cast<double>(win_correct) / static_cast<double>(std::max<int64_t>(1, win_answer_tokens));
       if (o.progress) {
-        std::cerr << fmt::format("{}step {}/{} loss {:.4f} acc {:.1f}% tok/s {} ETA {}\n", label, step_,
-                                 config_.steps, result.last_loss, 100.0 * result.last_acc, format_rate(rate),
-                                 format_duration(eta));
+        std::cerr << fmt::format("{}step {}/{} loss {:.4f} acc {:.1f}% tok/s {} ETA {}\n", label, step_, config_.steps,
+                                 result.last_loss, 100.0 * result.last_acc, format_rate(rate), format_duration(eta));
       }
       if (metrics.is_open()) {
         nlohmann::json j = {{"step", step_},
@@ -332,9 +331,13 @@ TrainResult Trainer::run(const TrainOptions& o) {
     if (eval_now) {
       const EvalResult e = evaluate();
       if (metrics.is_open()) {
-        nlohmann::json j = {{"step", step_}, {"eval_loss", e.loss}, {"eval_acc", e.token_acc},
-                            {"eval_answer_acc", e.answer_acc}, {"eval_chain_acc", e.chain_acc},
-                            {"eval_hop_acc", e.hop_acc}, {"eval_hop_queries", e.hop_queries}};
+        nlohmann::json j = {{"step", step_},
+                            {"eval_loss", e.loss},
+                            {"eval_acc", e.token_acc},
+                            {"eval_answer_acc", e.answer_acc},
+                            {"eval_chain_acc", e.chain_acc},
+                            {"eval_hop_acc", e.hop_acc},
+                            {"eval_hop_queries", e.hop_queries}};
         metrics << j.dump() << "\n" << std::flush;
       }
     }

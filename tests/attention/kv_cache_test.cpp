@@ -1,8 +1,9 @@
 // KvCacheState: growth by doubling for full caches, a fixed ring for windows, shape checks.
+#include "mixlab/attention/kv_cache.h"
+
 #include <gtest/gtest.h>
 
 #include "mixlab/core/error.h"
-#include "mixlab/attention/kv_cache.h"
 
 TEST(KvCache, FullCacheKeepsEveryPositionAndGrowsGeometrically) {
   mixlab::KvCacheState s(2, 3, 4, 0, torch::TensorOptions().dtype(torch::kFloat));

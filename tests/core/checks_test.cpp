@@ -38,7 +38,8 @@ TEST(Gradcheck, CatchesAWrongGradient) {
   // A function whose backward is deliberately wrong must fail the check: the helper can fail.
   struct Wrong : torch::autograd::Function<Wrong> {
     static at::Tensor forward(torch::autograd::AutogradContext*, at::Tensor x) { return x * x; }
-    static torch::autograd::variable_list backward(torch::autograd::AutogradContext*, torch::autograd::variable_list g) {
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                   torch::autograd::variable_list g) {
       return {g[0]};  // should be 2x * g
     }
   };

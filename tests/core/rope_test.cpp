@@ -1,9 +1,10 @@
 // RoPE: rotations preserve norms, scores depend only on relative position, and applying it to a
 // chunk at `start` equals the slice of the whole sequence (what decode relies on).
+#include "mixlab/core/rope.h"
+
 #include <gtest/gtest.h>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/rope.h"
 #include "support/gradcheck.h"
 
 TEST(Rope, PreservesNormsAndIsRelative) {

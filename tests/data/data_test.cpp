@@ -79,12 +79,11 @@ TEST(Corpus, SplitIsDeterministicAndByDocument) {
 
 TEST(Corpus, ErrorsNameThePath) {
   expect_error([] { Corpus::load_brown("/nonexistent/mixlab/brown"); },
-                          "corpus folder '/nonexistent/mixlab/brown' does not exist");
+               "corpus folder '/nonexistent/mixlab/brown' does not exist");
   const auto empty = std::filesystem::temp_directory_path() / "mixlab_data_test_empty";
   std::filesystem::create_directories(empty);
   std::ofstream(empty / "README") << "not a document";
-  expect_error([&] { Corpus::load_brown(empty.string()); },
-                          "folder '" + empty.string() + "' holds no Brown documents");
+  expect_error([&] { Corpus::load_brown(empty.string()); }, "folder '" + empty.string() + "' holds no Brown documents");
   expect_error([&] { Corpus::load_brown((empty / "README").string()); }, "is not a folder");
   std::filesystem::remove_all(empty);
 }
@@ -149,11 +148,10 @@ TEST(TextCopy, DeterministicFromSeedAndSplit) {
 
 TEST(TextCopy, BadArguments) {
   auto c = Corpus::load_brown(kSample);
-  expect_error([&] { mixlab::textcopy_batch(c, 0, 8, uint64_t{1}); },
-                          "textcopy_batch: batch must be positive");
+  expect_error([&] { mixlab::textcopy_batch(c, 0, 8, uint64_t{1}); }, "textcopy_batch: batch must be positive");
   expect_error([&] { mixlab::textcopy_batch(c, 2, 0, uint64_t{1}); }, "span length L must be positive");
   expect_error([&] { mixlab::textcopy_batch(c, 2, 1000000, uint64_t{1}); },
-                          "no train document of corpus '" + kSample + "' has L = 1000000 tokens (4 documents, longest");
+               "no train document of corpus '" + kSample + "' has L = 1000000 tokens (4 documents, longest");
 }
 
 TEST(Corpus, FullBrownWhenInstalled) {

@@ -1,9 +1,10 @@
 // Every registered mixer: creation from its spec, shapes, causality, step == forward row by row,
 // state memory reporting; and registry errors.
+#include "mixlab/mixers/registry.h"
+
 #include <gtest/gtest.h>
 
 #include "mixlab/core/error.h"
-#include "mixlab/mixers/registry.h"
 #include "support/gradcheck.h"
 
 namespace {

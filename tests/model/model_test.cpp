@@ -1,9 +1,10 @@
 // Backbone: shapes, decode (step) equals forward row by row, argument checks.
+#include "mixlab/model/model.h"
+
 #include <gtest/gtest.h>
 
 #include "mixlab/core/error.h"
 #include "mixlab/mixers/registry.h"
-#include "mixlab/model/model.h"
 #include "support/expect_error.h"
 #include "support/test_mixer.h"
 
@@ -45,9 +46,9 @@ TEST(TrainModel, StepEqualsForwardWithTestMixer) {
 TEST(TrainModel, StepEqualsForwardWithRegisteredMixers) {
   for (const char* spec : {"attention", "local:3", "ssm"}) {
     bool registered = false;
-    for (const auto& f : mixer_families()) registered |= f.family == std::string(spec).substr(0, f.family.size()) &&
-                                                         (std::string(spec).size() == f.family.size() ||
-                                                          spec[f.family.size()] == ':');
+    for (const auto& f : mixer_families())
+      registered |= f.family == std::string(spec).substr(0, f.family.size()) &&
+                    (std::string(spec).size() == f.family.size() || spec[f.family.size()] == ':');
     if (!registered) continue;
     SCOPED_TRACE(spec);
     torch::manual_seed(2);
@@ -81,14 +82,17 @@ TEST(TrainModel, ArgumentErrors) {
   torch::manual_seed(5);
   DecoderModel model(small_dims(), test_mixer_factory());
   expect_error([&] { model.forward(torch::zeros({4}, torch::kInt64)); },
-                        "DecoderModel::forward: tokens must have 2 dimensions");
+               "DecoderModel::forward: tokens must have 2 dimensions");
   expect_error([&] { model.forward(torch::zeros({1, 4})); }, "tokens must be int64");
   expect_error([&] { model.forward(torch::zeros({1, 33}, torch::kInt64)); }, "exceeds max_len = 32");
   auto state = model.init_state(2);
-  expect_error([&] { model.step(state, torch::zeros({2, 1}, torch::kInt64)); },
-                        "DecoderModel::step: tokens_t must have 1 dimensions");
+  expect_error(
+      [&] {
+        model.step(state, torch::zeros({2, 1}, torch::kInt64));
+      },
+      "DecoderModel::step: tokens_t must have 1 dimensions");
   expect_error([&] { DecoderModel bad(small_dims(), [](const MixerDims&) { return MixerPtr(); }); },
-                        "factory returned null");
+               "factory returned null");
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Pattern kinds, parsing errors, rows, and the cache-efficient sets (recursion vs closed form).
+#include "mixlab/pattern/pattern.h"
+
 #include <gtest/gtest.h>
 
 #include "mixlab/core/error.h"
-#include "mixlab/pattern/pattern.h"
 
 using mixlab::Pattern;
 
@@ -63,8 +64,9 @@ TEST_P(CacheForms, RecursionEqualsClosedFormUpTo5000) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CacheForms,
-                         ::testing::Values("pow2", "square", "linear", "offsets:1,2,3,5,8,13,21,34,55,89,144,233,377,"
-                                                                       "610,987,1597,2584,4181"));
+                         ::testing::Values("pow2", "square", "linear",
+                                           "offsets:1,2,3,5,8,13,21,34,55,89,144,233,377,"
+                                           "610,987,1597,2584,4181"));
 
 TEST(Pattern, PrintedDefinitionDisagreesWithClosedForm) {
   // Documents the correction: rounding within S_{i-1} ∪ {i} (as printed) differs at i = 3 for 2^k.
@@ -91,7 +93,8 @@ TEST(Pattern, RowSizeMatchesProp42) {
 }
 
 TEST(Pattern, CanonicalSpecRoundTrips) {
-  for (auto spec : {"causal", "band:8", "dense", "order:4", "pow2", "square+cache", "linear+cache", "offsets:1,2,5+cache"}) {
+  for (auto spec :
+       {"causal", "band:8", "dense", "order:4", "pow2", "square+cache", "linear+cache", "offsets:1,2,5+cache"}) {
     EXPECT_EQ(Pattern::parse(spec).spec(), spec);
     EXPECT_EQ(Pattern::parse(Pattern::parse(spec).spec()).spec(), spec);
   }

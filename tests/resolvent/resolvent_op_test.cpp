@@ -10,8 +10,8 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/resolvent/resolvent.h"
-#include "support/gradcheck.h"
 #include "support/expect_error.h"
+#include "support/gradcheck.h"
 
 using mixlab::Pattern;
 using mixlab::testing::all_close;

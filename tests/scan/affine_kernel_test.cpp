@@ -9,8 +9,8 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/scan/affine.h"
-#include "support/gradcheck.h"
 #include "support/expect_error.h"
+#include "support/gradcheck.h"
 
 namespace mixlab {
 namespace {

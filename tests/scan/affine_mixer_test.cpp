@@ -8,8 +8,8 @@
 #include <string>
 
 #include "mixlab/core/error.h"
-#include "support/gradcheck.h"
 #include "support/expect_error.h"
+#include "support/gradcheck.h"
 
 namespace mixlab {
 namespace {

@@ -20,7 +20,8 @@ inline void expect_error(const std::function<void()>& f, const std::vector<std::
     ADD_FAILURE() << "expected a mixlab::Error containing '" << (fragments.empty() ? "" : fragments.front()) << "'";
   } catch (const mixlab::Error& e) {
     for (const auto& frag : fragments)
-      EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << "message: " << e.what() << "\nmissing: " << frag;
+      EXPECT_NE(std::string(e.what()).find(frag), std::string::npos)
+          << "message: " << e.what() << "\nmissing: " << frag;
   }
 }
 inline void expect_error(const std::function<void()>& f, std::initializer_list<std::string> fragments) {

@@ -23,9 +23,9 @@ namespace mixlab::testing {
   if (worst <= 1.0) return ::testing::AssertionSuccess();
   auto flat = ratio.reshape(-1).argmax().item<int64_t>();
   std::ostringstream os;
-  os << "max |actual-expected| = " << diff.max().item<double>() << " (worst at flat index " << flat
-     << ": actual " << a.reshape(-1)[flat].item<double>() << ", expected " << e.reshape(-1)[flat].item<double>()
-     << "), rtol=" << rtol << " atol=" << atol;
+  os << "max |actual-expected| = " << diff.max().item<double>() << " (worst at flat index " << flat << ": actual "
+     << a.reshape(-1)[flat].item<double>() << ", expected " << e.reshape(-1)[flat].item<double>() << "), rtol=" << rtol
+     << " atol=" << atol;
   return ::testing::AssertionFailure() << os.str();
 }
 
@@ -68,8 +68,9 @@ namespace mixlab::testing {
       flat_num[e] = (eval(options.eps) - eval(-options.eps)) / (2 * options.eps);
     }
     auto r = all_close(analytic, numeric, options.rtol, options.atol);
-    if (!r) return ::testing::AssertionFailure() << "gradient of input " << n << " differs from finite differences: "
-                                                 << r.message();
+    if (!r)
+      return ::testing::AssertionFailure()
+             << "gradient of input " << n << " differs from finite differences: " << r.message();
   }
   return ::testing::AssertionSuccess();
 }

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "mixlab/core/error.h"
-#include "support/gradcheck.h"
 #include "support/expect_error.h"
+#include "support/gradcheck.h"
 
 using mixlab::MixerDims;
 using mixlab::ToeplitzMixer;
@@ -65,8 +65,7 @@ TEST(ToeplitzMixer, SpecParsing) {
   expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=2:heads=3"); }, "heads given twice");
   expect_error([] { mixlab::toeplitz_mixer_options_parse("4"); }, "expected key=value");
   expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=2:"); }, "trailing ':'");
-  expect_error([] { ToeplitzMixer("heads=5", dims(12, 3, 16)); },
-                          "d_model C = 12 is not divisible by heads H = 5");
+  expect_error([] { ToeplitzMixer("heads=5", dims(12, 3, 16)); }, "d_model C = 12 is not divisible by heads H = 5");
   expect_error([] { ToeplitzMixer("heads=4:kernel=5", dims(12, 3, 16)); }, "wider than the head dim");
 }
 

@@ -8,8 +8,8 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/toeplitz/toeplitz.h"
-#include "support/gradcheck.h"
 #include "support/expect_error.h"
+#include "support/gradcheck.h"
 
 using mixlab::ToeplitzPath;
 using mixlab::testing::all_close;
@@ -183,18 +183,14 @@ TEST(ToeplitzOp, BadArguments) {
         mixlab::toeplitz_forward(torch::randn({3, 8}), x);
       },
       "toeplitz_forward: t must have one lag vector per head");
-  expect_error(
-      [&] {
-        mixlab::toeplitz_forward(t, torch::randn({1, 2, 0, 3}));
-      },
-      "toeplitz_forward: x must have T > 0");
+  expect_error([&] { mixlab::toeplitz_forward(t, torch::randn({1, 2, 0, 3})); }, "toeplitz_forward: x must have T > 0");
   expect_error(
       [&] {
         mixlab::toeplitz_forward(t, torch::ones({1, 2, 8, 3}, torch::kInt));
       },
       "toeplitz_forward: x must be float32 or float64, got Int");
   expect_error([&] { mixlab::toeplitz_forward(t.to(torch::kDouble), x); },
-                          "toeplitz_forward: t must have the dtype of x (Float), got Double");
+               "toeplitz_forward: t must have the dtype of x (Float), got Double");
   expect_error(
       [&] {
         mixlab::toeplitz_forward(t, torch::randn({2, 8, 3}));
@@ -206,9 +202,8 @@ TEST(ToeplitzOp, BadArguments) {
       },
       "toeplitz_forward: bias must have shape (H,Tmax) = [2,8], got [2,7]");
   expect_error([&] { mixlab::toeplitz_forward(t.reshape({16}), x); },
-                          "toeplitz_forward: t must have 2 dimensions (H,Tmax), got shape [16]");
-  expect_error([&] { mixlab::toeplitz_forward(at::Tensor(), x); },
-                          "toeplitz_forward: t must be a defined tensor");
+               "toeplitz_forward: t must have 2 dimensions (H,Tmax), got shape [16]");
+  expect_error([&] { mixlab::toeplitz_forward(at::Tensor(), x); }, "toeplitz_forward: t must be a defined tensor");
   expect_error(
       [&] {
         mixlab::toeplitz_reference_backward(t, x, {}, torch::randn({1, 2, 7, 3}));

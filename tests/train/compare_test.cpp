@@ -1,11 +1,10 @@
 // compare_run: the table does not depend on how many runs train at the same time.
-#include <gtest/gtest.h>
+#include "mixlab/train/compare.h"
 
 #include <ATen/Parallel.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
-
-#include "mixlab/train/compare.h"
 
 namespace mixlab {
 namespace {
@@ -14,8 +13,8 @@ CompareOptions tiny_options(int64_t jobs, const std::string& out) {
   CompareOptions o;
   o.tasks = {"copy", "multihop"};
   o.mixers = {"attention", "local:4", "resolvent:pow2"};
-  o.overrides = {{"steps", 6},  {"d_model", 16},    {"heads", 2},       {"layers", 1}, {"batch", 4},
-                 {"length", 12}, {"pairs", 3},      {"eval_batches", 1}, {"eval_batch", 8}};
+  o.overrides = {{"steps", 6},   {"d_model", 16}, {"heads", 2},        {"layers", 1},    {"batch", 4},
+                 {"length", 12}, {"pairs", 3},    {"eval_batches", 1}, {"eval_batch", 8}};
   o.out_dir = out;
   o.progress = false;
   o.jobs = jobs;

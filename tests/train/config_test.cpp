@@ -1,11 +1,12 @@
 // Training config: defaults, round trip, and an error naming the key for every bad input.
+#include "mixlab/train/config.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 
 #include "mixlab/train/compare.h"
-#include "mixlab/train/config.h"
 #include "train_test_util.h"
 
 namespace mixlab {

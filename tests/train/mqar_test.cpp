@@ -11,12 +11,13 @@
 //   4. 4 special tokens, then keys and values split in halves;
 //   5. multi-hop links and their context labels (GoldenMultihopRow).
 // Same as zoology: distinct keys, distinct values, disjoint key/value sets, answers only as labels.
+#include "mixlab/train/mqar.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 
-#include "mixlab/train/mqar.h"
 #include "mixlab/train/tasks.h"
 #include "train_test_util.h"
 
@@ -27,7 +28,8 @@ std::vector<int64_t> scored_of(const MqarRow& r) { return std::vector<int64_t>(r
 std::string as_list(const std::vector<int64_t>& v) { return fmt::format("{{{}}}", fmt::join(v, ", ")); }
 
 void expect_row(const MqarRow& r, const std::vector<int64_t>& tokens, const std::vector<int64_t>& targets,
-                const std::vector<int64_t>& scored, const std::vector<int64_t>& answer, const std::vector<int64_t>& hops) {
+                const std::vector<int64_t>& scored, const std::vector<int64_t>& answer,
+                const std::vector<int64_t>& hops) {
   EXPECT_EQ(r.tokens, tokens) << "tokens  " << as_list(r.tokens);
   EXPECT_EQ(r.targets, targets) << "targets " << as_list(r.targets);
   EXPECT_EQ(scored_of(r), scored) << "scored  " << as_list(scored_of(r));
@@ -170,9 +172,9 @@ TEST(TrainMqar, QueriesUniformWithRepeats) {
     rows_with_repeat += std::any_of(asked.begin(), asked.end(), [](auto& kv) { return kv.second > 1; });
     rows_missing_a_key += static_cast<int64_t>(asked.size()) < n;
   }
-  EXPECT_EQ(rows_with_repeat, 400);      // 23 queries over 8 keys always repeat
+  EXPECT_EQ(rows_with_repeat, 400);         // 23 queries over 8 keys always repeat
   EXPECT_GT(rows_missing_a_key, 400 / 20);  // P(a key is never asked) ≈ 8 (7/8)^23 ≈ 0.37
-  for (int64_t i = 0; i < n; ++i) {     // expected 1150 each; 5 sigma ≈ 160
+  for (int64_t i = 0; i < n; ++i) {         // expected 1150 each; 5 sigma ≈ 160
     EXPECT_NEAR(static_cast<double>(per_pair[i]), total / 8.0, 160.0) << "pair " << i;
   }
 }

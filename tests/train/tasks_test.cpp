@@ -1,13 +1,13 @@
 // Task generators: golden batches from a fixed seed, format invariants, curriculum, determinism.
+#include "mixlab/train/tasks.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 
 #include "mixlab/train/mqar.h"
-#include "mixlab/train/tasks.h"
 #include "train_test_util.h"
-
 
 namespace mixlab {
 namespace {
@@ -35,10 +35,8 @@ TEST(TrainTasks, GoldenCopy) {
   s.length = 3;
   const Batch b = task_generate(s, 2, 3, 0, 42);
   ASSERT_EQ(b.tokens.sizes(), (std::vector<int64_t>{2, 7}));
-  expect_golden(b, {1, 6, 4, 7, 2, 6, 4, /**/ 1, 4, 4, 5, 2, 4, 4},
-                {6, 4, 7, 2, 6, 4, 7, /**/ 4, 4, 5, 2, 4, 4, 5},
-                {0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1},
-                {-1, -1, -1, -1, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0});
+  expect_golden(b, {1, 6, 4, 7, 2, 6, 4, /**/ 1, 4, 4, 5, 2, 4, 4}, {6, 4, 7, 2, 6, 4, 7, /**/ 4, 4, 5, 2, 4, 4, 5},
+                {0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1}, {-1, -1, -1, -1, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0});
 }
 
 // Vocabulary 12: keys 4..7, values 8..11. S = 12, 2 pairs: 3 fillers (3), 3 queries. The row
@@ -67,8 +65,8 @@ TEST(TrainTasks, GoldenMultihop) {
                 {5, 9, 3, 3, 7, 13, 8, 12, 4, 5, 9, 3, 3, 2, 4, 9, 13, 12, 12, 9},
                 {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1},
                 {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 2, 3, 4});
-  EXPECT_EQ(flat(b.hops), (std::vector<int64_t>{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 0, 0,
-                                                0, 1}));
+  EXPECT_EQ(flat(b.hops),
+            (std::vector<int64_t>{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 0, 0, 0, 1}));
 }
 
 // Batch-level invariants on many random batches: copy answers are the copied sequence; recall
@@ -92,7 +90,8 @@ TEST(TrainTasks, FormatInvariants) {
       const auto unscored = (b.mask == 0).narrow(1, 0, T - 1);
       EXPECT_TRUE(torch::equal(b.targets.narrow(1, 0, T - 1).masked_select(unscored),
                                b.tokens.narrow(1, 1, T - 1).masked_select(unscored)));
-      EXPECT_TRUE(torch::equal(b.hops >= 0, name == "copy" ? torch::zeros_like(b.mask).to(torch::kBool) : b.answer >= 0));
+      EXPECT_TRUE(
+          torch::equal(b.hops >= 0, name == "copy" ? torch::zeros_like(b.mask).to(torch::kBool) : b.answer >= 0));
       if (name != "multihop") EXPECT_TRUE(torch::equal(b.mask > 0, b.answer >= 0));
       for (int64_t r = 0; r < 3; ++r) {
         auto tok = flat(b.tokens[r]);

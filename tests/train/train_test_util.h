@@ -33,6 +33,8 @@ inline Batch golden_multihop_batch() {
 inline void expect_error_contains(const std::function<void()>& f, std::initializer_list<std::string> fragments) {
   ::expect_error(f, fragments);
 }
-inline void expect_error_contains(const std::function<void()>& f, const std::string& fragment) { ::expect_error(f, fragment); }
+inline void expect_error_contains(const std::function<void()>& f, const std::string& fragment) {
+  ::expect_error(f, fragment);
+}
 
 }  // namespace mixlab

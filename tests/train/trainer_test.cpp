@@ -1,14 +1,14 @@
 // Trainer: really learns (attention on copy), checkpoint round trip, bit-exact resume, and
 // errors for missing / truncated / corrupt / mismatched checkpoints.
-#include <gtest/gtest.h>
+#include "mixlab/train/trainer.h"
 
 #include <ATen/Parallel.h>
+#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 
-#include "mixlab/train/trainer.h"
 #include "train_test_util.h"
 
 namespace mixlab {

@@ -34,13 +34,13 @@ namespace detail {
 }  // namespace mixlab
 
 /// Throws mixlab::Error(fmt::format(...)) when `cond` is false.
-#define MIXLAB_CHECK(cond, ...)                                \
-  do {                                                         \
+#define MIXLAB_CHECK(cond, ...)                                           \
+  do {                                                                    \
     if (!(cond)) ::mixlab::detail::throw_error(fmt::format(__VA_ARGS__)); \
   } while (0)
 
 /// Throws mixlab::InternalError naming file:line when `cond` is false.
-#define MIXLAB_ASSERT(cond, ...)                                                               \
-  do {                                                                                         \
+#define MIXLAB_ASSERT(cond, ...)                                                                        \
+  do {                                                                                                  \
     if (!(cond)) ::mixlab::detail::throw_internal(__FILE__, __LINE__, #cond, fmt::format(__VA_ARGS__)); \
   } while (0)

@@ -27,7 +27,8 @@ void check_shape(const char* fn, const char* name, const at::Tensor& t, const st
 /// `t` must be float32 or float64.
 void check_floating(const char* fn, const char* name, const at::Tensor& t);
 /// `t` must have the same dtype as `ref` (named `ref_name`).
-void check_same_dtype(const char* fn, const char* name, const at::Tensor& t, const char* ref_name, const at::Tensor& ref);
+void check_same_dtype(const char* fn, const char* name, const at::Tensor& t, const char* ref_name,
+                      const at::Tensor& ref);
 /// `t` must live on the CPU (mixlab's kernels are CPU kernels).
 void check_cpu(const char* fn, const char* name, const at::Tensor& t);
 

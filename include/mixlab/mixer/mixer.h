@@ -27,9 +27,9 @@ class MixerState {
 
 /// Model width and heads a mixer is built for.
 struct MixerDims {
-  int64_t d_model = 64;   // C
-  int64_t n_heads = 4;    // H
-  int64_t max_len = 4096; // longest sequence forward/step must support (for position tables)
+  int64_t d_model = 64;    // C
+  int64_t n_heads = 4;     // H
+  int64_t max_len = 4096;  // longest sequence forward/step must support (for position tables)
 };
 
 class Mixer : public torch::nn::Module {

@@ -27,8 +27,8 @@
 namespace mixlab {
 
 struct ModelDims {
-  int64_t vocab = 64;      // V
-  int64_t d_model = 64;    // C
+  int64_t vocab = 64;    // V
+  int64_t d_model = 64;  // C
   int64_t layers = 2;
   int64_t heads = 4;       // H, passed to the mixer
   int64_t mlp_ratio = 4;   // r
@@ -44,7 +44,7 @@ MixerFactory mixer_factory_from_spec(const std::string& spec);
 class Block : public torch::nn::Module {
  public:
   Block(const ModelDims& dims, MixerPtr mixer);
-  torch::Tensor forward(const torch::Tensor& x);                     // (B,T,C) -> (B,T,C)
+  torch::Tensor forward(const torch::Tensor& x);                    // (B,T,C) -> (B,T,C)
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t);  // (B,C) -> (B,C)
   Mixer& mixer() { return *mixer_; }
 

@@ -99,10 +99,10 @@ std::vector<int64_t> cache_set_closed_form(const Pattern& p, int64_t i);
 /// Row i's past positions fill slots 0..count[i]-1 (nearest first); unused slots hold -1.
 struct PatternIndex {
   int64_t T = 0;
-  int64_t W = 0;                  // max |P(i)| over i < T (0 for a T-length-1 sequence)
-  std::vector<int64_t> past;      // (T, W) row-major, -1 = unused slot
-  std::vector<int64_t> count;     // (T) true |P(i)|
-  int64_t nnz() const;            // sum of count
+  int64_t W = 0;               // max |P(i)| over i < T (0 for a T-length-1 sequence)
+  std::vector<int64_t> past;   // (T, W) row-major, -1 = unused slot
+  std::vector<int64_t> count;  // (T) true |P(i)|
+  int64_t nnz() const;         // sum of count
   const int64_t* row(int64_t i) const { return past.data() + i * W; }
 };
 

@@ -30,9 +30,8 @@
 // Not supported: per-mixer hyperparameter tuning (the point is identical settings).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -61,15 +60,15 @@ struct CompareOptions {
 struct CompareRow {
   std::string mixer;
   bool ran = false;
-  std::string note;              // why it was skipped or failed
-  std::string structure;         // pattern structure name, or the mixer's spec
-  std::string pattern;           // pattern spec, "" for non-pattern mixers
-  std::string cost_class;        // asymptotic decode cost class of the mixer
+  std::string note;        // why it was skipped or failed
+  std::string structure;   // pattern structure name, or the mixer's spec
+  std::string pattern;     // pattern spec, "" for non-pattern mixers
+  std::string cost_class;  // asymptotic decode cost class of the mixer
   int64_t analysis_T = 0;
-  int64_t cost_max = -1;         // max |P(i)| at T (-1: not a pattern mixer)
-  int64_t cache_max = -1;        // max cache at T
-  std::string shortest;          // "3", "∞", "—"
-  std::string congestion;        // "4" or "3..5", "—"
+  int64_t cost_max = -1;                     // max |P(i)| at T (-1: not a pattern mixer)
+  int64_t cache_max = -1;                    // max cache at T
+  std::string shortest;                      // "3", "∞", "—"
+  std::string congestion;                    // "4" or "3..5", "—"
   std::map<std::string, double> token_acc;   // per task, in [0, 1]
   std::map<std::string, double> answer_acc;  // per task, in [0, 1]
   std::map<std::string, double> eval_loss;   // per task, held-out cross-entropy per scored token
@@ -77,7 +76,7 @@ struct CompareRow {
   double train_tokens_per_s = 0;
   double decode_us_per_token = 0;
   int64_t parameters = 0;
-  double seconds = 0;            // training wall time over all tasks
+  double seconds = 0;  // training wall time over all tasks
 };
 
 struct CompareReport {

@@ -19,9 +19,8 @@
 // Not supported: nested configs, several tasks per run (use `mixlab compare`).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "mixlab/train/tasks.h"

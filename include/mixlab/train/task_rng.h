@@ -32,7 +32,7 @@ struct TaskRng {
     } while (r >= limit);
     return static_cast<int64_t>(r % un);
   }
-  int64_t between(int64_t lo, int64_t hi) { return lo + below(hi - lo + 1); }  // [lo, hi]
+  int64_t between(int64_t lo, int64_t hi) { return lo + below(hi - lo + 1); }               // [lo, hi]
   double unit() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
   template <class T>
   void shuffle(std::vector<T>& v) {  // Fisher–Yates

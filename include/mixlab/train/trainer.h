@@ -33,16 +33,16 @@
 #include <memory>
 #include <string>
 
-#include "mixlab/train/config.h"
 #include "mixlab/model/model.h"
+#include "mixlab/train/config.h"
 #include "mixlab/train/tasks.h"
 
 namespace mixlab {
 
 struct EvalResult {
-  double loss = 0;         // mean cross-entropy per answer token
-  double token_acc = 0;    // fraction of answer tokens predicted right (argmax)
-  double answer_acc = 0;   // fraction of whole answers (copy: sequence, recall/multihop: query) all right
+  double loss = 0;        // mean cross-entropy per answer token
+  double token_acc = 0;   // fraction of answer tokens predicted right (argmax)
+  double answer_acc = 0;  // fraction of whole answers (copy: sequence, recall/multihop: query) all right
   int64_t answer_tokens = 0;
   int64_t answers = 0;
   // Multihop: accuracy on the queries whose answer follows at least one link (the chains), and
@@ -60,9 +60,9 @@ struct EvalResult {
 struct BatchScore {
   torch::Tensor loss;  // scalar
   int64_t correct_tokens = 0, answer_tokens = 0, correct_answers = 0, answers = 0;
-  int64_t correct_chains = 0, chains = 0;  // query positions with hops >= 1
+  int64_t correct_chains = 0, chains = 0;         // query positions with hops >= 1
   std::vector<int64_t> hop_queries, hop_correct;  // per number of links (index), query positions
-  int64_t batch_tokens = 0;  // B*T, all positions the model processed
+  int64_t batch_tokens = 0;                       // B*T, all positions the model processed
 };
 BatchScore batch_score(const torch::Tensor& logits, const Batch& batch);
 
@@ -76,12 +76,12 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  int64_t step = 0;             // steps completed
-  double last_loss = 0;         // mean training loss over the last log window
-  double last_acc = 0;          // mean training token accuracy over the last log window
-  EvalResult eval;              // held-out evaluation at the end of the run
-  double tokens_per_s = 0;      // training tokens (B*T per step) per second, this run
-  double seconds = 0;           // wall time of the training steps of this run
+  int64_t step = 0;         // steps completed
+  double last_loss = 0;     // mean training loss over the last log window
+  double last_acc = 0;      // mean training token accuracy over the last log window
+  EvalResult eval;          // held-out evaluation at the end of the run
+  double tokens_per_s = 0;  // training tokens (B*T per step) per second, this run
+  double seconds = 0;       // wall time of the training steps of this run
 };
 
 class Trainer {
