@@ -189,8 +189,34 @@ TrainConfig compare_config(const std::string& preset_name, const std::string& ta
   return config_from_json(j, fmt::format("compare preset '{}' for {}/{}", preset, mixer, task));
 }
 
+namespace {
+
+// Mean, min and max of one cell over seeds.
+struct SeedStats {
+  double mean = 0, lo = 0, hi = 0;
+};
+SeedStats seed_stats(const std::vector<double>& v) {
+  SeedStats s;
+  if (v.empty()) return s;
+  s.lo = *std::min_element(v.begin(), v.end());
+  s.hi = *std::max_element(v.begin(), v.end());
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  return s;
+}
+
+// "97.3" for one seed, "97.3 (96.1..98.0)" for several: mean (min..max), in %.
+std::string seed_cell(const std::vector<double>& v) {
+  const SeedStats s = seed_stats(v);
+  if (v.size() <= 1) return fmt::format("{:.1f}", 100 * s.mean);
+  return fmt::format("{:.1f} ({:.1f}..{:.1f})", 100 * s.mean, 100 * s.lo, 100 * s.hi);
+}
+
+}  // namespace
+
 CompareReport compare_run(const CompareOptions& o) {
   MIXLAB_CHECK(!o.tasks.empty(), "compare: the task list is empty");
+  MIXLAB_CHECK(o.seeds >= 1, "compare: --seeds must be >= 1 (runs per mixer and task), got {}", o.seeds);
   for (const auto& t : o.tasks) {
     const auto& names = task_names();
     MIXLAB_CHECK(std::find(names.begin(), names.end(), t) != names.end(), "compare: unknown task '{}' (known: {})", t,
@@ -199,6 +225,7 @@ CompareReport compare_run(const CompareOptions& o) {
   CompareReport rep;
   rep.preset = o.preset;
   rep.tasks = o.tasks;
+  rep.seeds = o.seeds;
   const std::vector<std::string> mixers = o.mixers.empty() ? compare_default_mixers() : o.mixers;
   // Validate every config before the first (long) run, so a typo fails in a second.
   int64_t T = 1;
@@ -217,6 +244,7 @@ CompareReport compare_run(const CompareOptions& o) {
   // so the table is the same for every job count.
   struct Job {
     size_t mixer = 0, task = 0;
+    int64_t seed = 0;  // offset added to the config's seed
     TrainResult result;
     std::shared_ptr<DecoderModel> model;
     int64_t parameters = 0;
@@ -230,7 +258,8 @@ CompareReport compare_run(const CompareOptions& o) {
       if (o.progress) std::cerr << "compare: " << mixers[m] << ": " << skipped[m] << "\n";
       continue;
     }
-    for (size_t t = 0; t < o.tasks.size(); ++t) jobs.push_back(Job{m, t, {}, nullptr, 0, ""});
+    for (size_t t = 0; t < o.tasks.size(); ++t)
+      for (int64_t sd = 0; sd < o.seeds; ++sd) jobs.push_back(Job{m, t, sd, {}, nullptr, 0, ""});
   }
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
   const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(o.jobs, n_jobs));
@@ -250,19 +279,21 @@ CompareReport compare_run(const CompareOptions& o) {
       const std::string& spec = mixers[job.mixer];
       const std::string& task = o.tasks[job.task];
       try {
-        const TrainConfig c = compare_config(o.preset, task, spec, o.overrides);
+        TrainConfig c = compare_config(o.preset, task, spec, o.overrides);
+        c.seed += static_cast<uint64_t>(job.seed);
         std::unique_ptr<Trainer> trainer;
         {
           std::lock_guard<std::mutex> lock(init_mutex);  // the global generator seeds the init
           trainer = std::make_unique<Trainer>(c);
         }
         job.parameters = trainer->model().parameter_count();
-        log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps)\n", i + 1, n_jobs, spec, task,
-                        job.parameters, c.steps));
+        log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps, seed {})\n", i + 1, n_jobs, spec, task,
+                        job.parameters, c.steps, c.seed));
         TrainOptions to;
         to.progress = o.progress;
         to.label = "  " + spec + "/" + task;
-        to.metrics_path = runs_dir + "/" + file_safe(spec) + "_" + task + ".jsonl";
+        to.metrics_path = runs_dir + "/" + file_safe(spec) + "_" + task +
+                          (o.seeds > 1 ? fmt::format("_seed{}", c.seed) : std::string()) + ".jsonl";
         job.result = trainer->run(to);
         job.model = trainer->model_ptr();
         const auto& e = job.result.eval;
@@ -297,18 +328,37 @@ CompareReport compare_run(const CompareOptions& o) {
     try {
       std::shared_ptr<DecoderModel> decode_model;
       double rate_sum = 0;
+      std::map<std::string, std::vector<double>> answer_seeds, loss_seeds, hop_sum;
+      std::map<std::string, std::vector<int64_t>> hop_n;
       for (const auto& job : jobs) {
         if (job.mixer != m) continue;
         MIXLAB_CHECK(job.error.empty(), "{} on {}: {}", mixers[m], o.tasks[job.task], job.error);
         const std::string& task = o.tasks[job.task];
-        row.token_acc[task] = job.result.eval.token_acc;
-        row.answer_acc[task] = job.result.eval.answer_acc;
-        row.eval_loss[task] = job.result.eval.loss;
-        if (job.result.eval.chain_queries > 0) row.chain_acc[task] = job.result.eval.chain_acc;
-        rate_sum += job.result.tokens_per_s;
+        const EvalResult& e = job.result.eval;
+        row.token_acc_seeds[task].push_back(e.token_acc);
+        answer_seeds[task].push_back(e.answer_acc);
+        loss_seeds[task].push_back(e.loss);
+        if (e.chain_queries > 0) row.chain_acc_seeds[task].push_back(e.chain_acc);
+        auto& hs = hop_sum[task];
+        auto& hn = hop_n[task];
+        if (hs.size() < e.hop_acc.size()) hs.resize(e.hop_acc.size(), 0.0), hn.resize(e.hop_acc.size(), 0);
+        for (size_t k = 0; k < e.hop_acc.size(); ++k)
+          if (e.hop_queries[k] > 0) hs[k] += e.hop_acc[k], ++hn[k];
+        rate_sum += job.result.tokens_per_s / static_cast<double>(o.seeds);
         row.seconds += job.result.seconds;
         row.parameters = job.parameters;
         if (job.model->dims().max_len >= T) decode_model = job.model;
+      }
+      for (const auto& t : o.tasks) {
+        row.token_acc[t] = seed_stats(row.token_acc_seeds[t]).mean;
+        row.answer_acc[t] = seed_stats(answer_seeds[t]).mean;
+        row.eval_loss[t] = seed_stats(loss_seeds[t]).mean;
+        if (row.chain_acc_seeds.count(t)) row.chain_acc[t] = seed_stats(row.chain_acc_seeds[t]).mean;
+        if (!hop_sum[t].empty()) {
+          auto& h = row.hop_acc[t];
+          for (size_t k = 0; k < hop_sum[t].size(); ++k)
+            h.push_back(hop_n[t][k] > 0 ? hop_sum[t][k] / static_cast<double>(hop_n[t][k]) : 0.0);
+        }
       }
       row.train_tokens_per_s = rate_sum / static_cast<double>(o.tasks.size());
       // T is the longest task's sequence, and each model is sized for its own task.
@@ -349,9 +399,8 @@ std::string compare_table_text(const CompareReport& rep) {
     c.push_back(r.cache_max >= 0 ? std::to_string(r.cache_max) : "—");
     c.push_back(r.shortest);
     c.push_back(r.congestion);
-    for (const auto& t : rep.tasks) c.push_back(fmt::format("{:.1f}", 100 * r.token_acc.at(t)));
-    if (chains)
-      c.push_back(r.chain_acc.count("multihop") ? fmt::format("{:.1f}", 100 * r.chain_acc.at("multihop")) : "—");
+    for (const auto& t : rep.tasks) c.push_back(seed_cell(r.token_acc_seeds.at(t)));
+    if (chains) c.push_back(r.chain_acc_seeds.count("multihop") ? seed_cell(r.chain_acc_seeds.at("multihop")) : "—");
     c.push_back(fmt_rate(r.train_tokens_per_s));
     c.push_back(fmt::format("{:.0f}", r.decode_us_per_token));
     cells.push_back(c);
@@ -380,8 +429,10 @@ std::string compare_table_text(const CompareReport& rep) {
   out += fmt::format(
       "time/tok = max past positions read per token, cache = max positions kept, path = max shortest path,\n"
       "congestion = copy routing bounds — all measured by the analysis at T = {} (0-based rows). Accuracy = held-out\n"
-      "token accuracy on scored positions{}. Preset '{}', {:.0f} s in total, {} run(s) at a time.\n",
-      T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "", rep.preset, rep.seconds, rep.jobs);
+      "token accuracy on scored positions{}{}. Preset '{}', {:.0f} s in total, {} run(s) at a time.\n",
+      T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "",
+      rep.seeds > 1 ? fmt::format("; mean (min..max) over {} seeds", rep.seeds) : "", rep.preset, rep.seconds,
+      rep.jobs);
   return out;
 }
 
@@ -459,7 +510,9 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
   std::string csv =
       "mixer,ran,note,structure,pattern,cost_class,analysis_T,time_per_token,cache,shortest_path,"
       "congestion";
-  for (const auto& t : rep.tasks) csv += "," + t + "_token_acc," + t + "_answer_acc," + t + "_chain_acc";
+  for (const auto& t : rep.tasks)
+    csv += "," + t + "_token_acc," + t + "_answer_acc," + t + "_chain_acc," + t + "_token_acc_min," + t +
+           "_token_acc_max," + t + "_chain_acc_min," + t + "_chain_acc_max";
   csv += ",train_tokens_per_s,decode_us_per_token,parameters,train_seconds\n";
   auto quote = [](const std::string& s) {
     std::string q = "\"";
@@ -482,6 +535,10 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"answer_acc", r.answer_acc},
               {"eval_loss", r.eval_loss},
               {"chain_acc", r.chain_acc},
+              {"seeds", rep.seeds},
+              {"token_acc_seeds", r.token_acc_seeds},
+              {"chain_acc_seeds", r.chain_acc_seeds},
+              {"hop_acc", r.hop_acc},
               {"train_tokens_per_s", r.train_tokens_per_s},
               {"decode_us_per_token", r.decode_us_per_token},
               {"parameters", r.parameters},
@@ -494,12 +551,21 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
       const bool has = r.token_acc.count(t) > 0;
       csv += has ? fmt::format(",{:.6f},{:.6f},", r.token_acc.at(t), r.answer_acc.at(t)) : std::string(",,,");
       if (r.chain_acc.count(t)) csv += fmt::format("{:.6f}", r.chain_acc.at(t));
+      for (const auto* m : {&r.token_acc_seeds, &r.chain_acc_seeds}) {
+        if (m->count(t) && !m->at(t).empty()) {
+          const SeedStats st = seed_stats(m->at(t));
+          csv += fmt::format(",{:.6f},{:.6f}", st.lo, st.hi);
+        } else {
+          csv += ",,";
+        }
+      }
     }
     csv +=
         fmt::format(",{:.1f},{:.2f},{},{:.2f}\n", r.train_tokens_per_s, r.decode_us_per_token, r.parameters, r.seconds);
   }
-  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks},           {"seconds", rep.seconds},
-                    {"jobs", rep.jobs},     {"config", rep.config_example}, {"rows", rows}};
+  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds},
+                    {"jobs", rep.jobs},     {"seeds", rep.seeds}, {"config", rep.config_example},
+                    {"rows", rows}};
   {
     std::ofstream out(dir + "/compare.json");
     MIXLAB_CHECK(out.good(), "compare: cannot write '{}/compare.json'", dir);
