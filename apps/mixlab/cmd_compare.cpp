@@ -22,6 +22,7 @@ struct CompareArgs {
   std::vector<std::string> sets;
   int64_t steps = 0;
   int64_t jobs = 0;  // 0: one run per intra-op thread (--threads)
+  int64_t seeds = 1;
   bool quiet = false;
 };
 
@@ -46,6 +47,7 @@ void run_compare(const CompareArgs& a) {
   o.preset = a.preset;
   o.out_dir = a.out;
   o.progress = !a.quiet;
+  o.seeds = a.seeds;  // checked by compare_run (>= 1)
   // Small default-preset models train faster as parallel 1-thread runs; the paper preset's
   // models need GBs of activations each and use intra-op threads well, so one run at a time.
   o.jobs = a.jobs > 0 ? a.jobs : (a.preset == "paper" ? 1 : at::get_num_threads());
@@ -83,6 +85,8 @@ void cmd_compare_register(CLI::App& app) {
                   "Runs trained at the same time, one intra-op thread each (default: --threads; 1 for --preset paper); "
                   "results do not depend on it")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--seeds", args->seeds,
+                  "Runs per mixer and task with seeds seed, seed+1, ...; cells show mean (min..max) (default 1)");
   sub->add_flag("--quiet", args->quiet, "No progress lines");
   sub->callback([args] { run_compare(*args); });
 }

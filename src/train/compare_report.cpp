@@ -14,6 +14,17 @@ namespace mixlab {
 
 using json = nlohmann::json;
 
+namespace {
+
+// "97.3" for one seed, "97.3 (96.1..98.0)" for several: mean (min..max), in %.
+std::string seed_cell(const std::vector<double>& v) {
+  const SeedStats s = seed_stats(v);
+  if (v.size() <= 1) return fmt::format("{:.1f}", 100 * s.mean);
+  return fmt::format("{:.1f} ({:.1f}..{:.1f})", 100 * s.mean, 100 * s.lo, 100 * s.hi);
+}
+
+}  // namespace
+
 std::string compare_table_text(const CompareReport& rep) {
   std::vector<std::string> head = {"mixer", "structure", "cost", "time/tok", "cache", "path", "congestion"};
   // Multihop also gets the accuracy on its chained queries (those that follow >= 1 link): the
@@ -36,9 +47,8 @@ std::string compare_table_text(const CompareReport& rep) {
     c.push_back(r.cache_max >= 0 ? std::to_string(r.cache_max) : "—");
     c.push_back(r.shortest);
     c.push_back(r.congestion);
-    for (const auto& t : rep.tasks) c.push_back(fmt::format("{:.1f}", 100 * r.token_acc.at(t)));
-    if (chains)
-      c.push_back(r.chain_acc.count("multihop") ? fmt::format("{:.1f}", 100 * r.chain_acc.at("multihop")) : "—");
+    for (const auto& t : rep.tasks) c.push_back(seed_cell(r.token_acc_seeds.at(t)));
+    if (chains) c.push_back(r.chain_acc_seeds.count("multihop") ? seed_cell(r.chain_acc_seeds.at("multihop")) : "—");
     c.push_back(format_rate(r.train_tokens_per_s));
     c.push_back(fmt::format("{:.0f}", r.decode_us_per_token));
     cells.push_back(c);
@@ -67,8 +77,10 @@ std::string compare_table_text(const CompareReport& rep) {
   out += fmt::format(
       "time/tok = max past positions read per token, cache = max positions kept, path = max shortest path,\n"
       "congestion = copy routing bounds — all measured by the analysis at T = {} (0-based rows). Accuracy = held-out\n"
-      "token accuracy on scored positions{}. Preset '{}', {:.0f} s in total, {} run(s) at a time.\n",
-      T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "", rep.preset, rep.seconds, rep.jobs);
+      "token accuracy on scored positions{}{}. Preset '{}', {:.0f} s in total, {} run(s) at a time.\n",
+      T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "",
+      rep.seeds > 1 ? fmt::format("; mean (min..max) over {} seeds", rep.seeds) : "", rep.preset, rep.seconds,
+      rep.jobs);
   return out;
 }
 
@@ -83,7 +95,11 @@ void write_chart(const CompareReport& rep, const std::string& path) {
     if (!r.ran) continue;
     BarGroup g;
     g.label = r.mixer;
-    for (const auto& t : rep.tasks) g.values.push_back(r.token_acc.at(t));
+    for (const auto& t : rep.tasks) {
+      g.values.push_back(r.token_acc.at(t));
+      const SeedStats st = seed_stats(r.token_acc_seeds.at(t));
+      g.ranges.emplace_back(st.lo, st.hi);  // a whisker from the worst to the best seed
+    }
     chart.groups.push_back(std::move(g));
   }
   bar_chart_png(chart, path);
@@ -97,7 +113,9 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
   std::string csv =
       "mixer,ran,note,structure,pattern,cost_class,analysis_T,time_per_token,cache,shortest_path,"
       "congestion";
-  for (const auto& t : rep.tasks) csv += "," + t + "_token_acc," + t + "_answer_acc," + t + "_chain_acc";
+  for (const auto& t : rep.tasks)
+    csv += "," + t + "_token_acc," + t + "_answer_acc," + t + "_chain_acc," + t + "_token_acc_min," + t +
+           "_token_acc_max," + t + "_chain_acc_min," + t + "_chain_acc_max";
   csv += ",train_tokens_per_s,decode_us_per_token,parameters,train_seconds\n";
   auto quote = [](const std::string& s) {
     std::string q = "\"";
@@ -120,6 +138,10 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"answer_acc", r.answer_acc},
               {"eval_loss", r.eval_loss},
               {"chain_acc", r.chain_acc},
+              {"seeds", rep.seeds},
+              {"token_acc_seeds", r.token_acc_seeds},
+              {"chain_acc_seeds", r.chain_acc_seeds},
+              {"hop_acc", r.hop_acc},
               {"train_tokens_per_s", r.train_tokens_per_s},
               {"decode_us_per_token", r.decode_us_per_token},
               {"parameters", r.parameters},
@@ -132,12 +154,21 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
       const bool has = r.token_acc.count(t) > 0;
       csv += has ? fmt::format(",{:.6f},{:.6f},", r.token_acc.at(t), r.answer_acc.at(t)) : std::string(",,,");
       if (r.chain_acc.count(t)) csv += fmt::format("{:.6f}", r.chain_acc.at(t));
+      for (const auto* m : {&r.token_acc_seeds, &r.chain_acc_seeds}) {
+        if (m->count(t) && !m->at(t).empty()) {
+          const SeedStats st = seed_stats(m->at(t));
+          csv += fmt::format(",{:.6f},{:.6f}", st.lo, st.hi);
+        } else {
+          csv += ",,";
+        }
+      }
     }
     csv +=
         fmt::format(",{:.1f},{:.2f},{},{:.2f}\n", r.train_tokens_per_s, r.decode_us_per_token, r.parameters, r.seconds);
   }
-  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks},           {"seconds", rep.seconds},
-                    {"jobs", rep.jobs},     {"config", rep.config_example}, {"rows", rows}};
+  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds},
+                    {"jobs", rep.jobs},     {"seeds", rep.seeds}, {"config", rep.config_example},
+                    {"rows", rows}};
   {
     std::ofstream out(dir + "/compare.json");
     MIXLAB_CHECK(out.good(), "compare: cannot write '{}/compare.json'", dir);

@@ -83,8 +83,19 @@ void fill_analysis(CompareRow& row, Mixer& mixer, int64_t T) {
 
 }  // namespace
 
+SeedStats seed_stats(const std::vector<double>& v) {
+  SeedStats s;
+  if (v.empty()) return s;
+  s.lo = *std::min_element(v.begin(), v.end());
+  s.hi = *std::max_element(v.begin(), v.end());
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  return s;
+}
+
 CompareReport compare_run(const CompareOptions& o) {
   MIXLAB_CHECK(!o.tasks.empty(), "compare: the task list is empty");
+  MIXLAB_CHECK(o.seeds >= 1, "compare: --seeds must be >= 1 (runs per mixer and task), got {}", o.seeds);
   for (const auto& t : o.tasks) {
     const auto& names = task_names();
     MIXLAB_CHECK(std::find(names.begin(), names.end(), t) != names.end(), "compare: unknown task '{}' (known: {})", t,
@@ -93,6 +104,7 @@ CompareReport compare_run(const CompareOptions& o) {
   CompareReport rep;
   rep.preset = o.preset;
   rep.tasks = o.tasks;
+  rep.seeds = o.seeds;
   const std::vector<std::string> mixers = o.mixers.empty() ? compare_default_mixers() : o.mixers;
   MIXLAB_CHECK(!mixers.empty(), "compare: the mixer list is empty");
   // Validate every (mixer, task) before the first (long) run, so a typo in the last spec fails
@@ -115,6 +127,7 @@ CompareReport compare_run(const CompareOptions& o) {
   // so the table is the same for every job count.
   struct Job {
     size_t mixer = 0, task = 0;
+    int64_t seed = 0;  // offset added to the config's seed
     TrainResult result;
     std::shared_ptr<DecoderModel> model;
     int64_t parameters = 0;
@@ -122,7 +135,8 @@ CompareReport compare_run(const CompareOptions& o) {
   };
   std::vector<Job> jobs;
   for (size_t m = 0; m < mixers.size(); ++m)
-    for (size_t t = 0; t < o.tasks.size(); ++t) jobs.push_back(Job{m, t, {}, nullptr, 0, ""});
+    for (size_t t = 0; t < o.tasks.size(); ++t)
+      for (int64_t sd = 0; sd < o.seeds; ++sd) jobs.push_back(Job{m, t, sd, {}, nullptr, 0, ""});
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
   const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(o.jobs, n_jobs));
   std::mutex init_mutex, log_mutex;
@@ -142,19 +156,21 @@ CompareReport compare_run(const CompareOptions& o) {
       const std::string& spec = mixers[job.mixer];
       const std::string& task = o.tasks[job.task];
       try {
-        const TrainConfig c = compare_config(o.preset, task, spec, o.overrides);
+        TrainConfig c = compare_config(o.preset, task, spec, o.overrides);
+        c.seed += static_cast<uint64_t>(job.seed);
         std::unique_ptr<Trainer> trainer;
         {
           std::lock_guard<std::mutex> lock(init_mutex);  // the global generator seeds the init
           trainer = std::make_unique<Trainer>(c);
         }
         job.parameters = trainer->model().parameter_count();
-        log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps)\n", i + 1, n_jobs, spec, task,
-                        job.parameters, c.steps));
+        log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps, seed {})\n", i + 1, n_jobs, spec, task,
+                        job.parameters, c.steps, c.seed));
         TrainOptions to;
         to.progress = o.progress;
         to.label = "  " + spec + "/" + task;
-        to.metrics_path = runs_dir + "/" + file_safe(spec) + "_" + task + ".jsonl";
+        to.metrics_path = runs_dir + "/" + file_safe(spec) + "_" + task +
+                          (o.seeds > 1 ? fmt::format("_seed{}", c.seed) : std::string()) + ".jsonl";
         job.result = trainer->run(to);
         job.model = trainer->model_ptr();
         const auto& e = job.result.eval;
@@ -193,18 +209,37 @@ CompareReport compare_run(const CompareOptions& o) {
     try {
       std::shared_ptr<DecoderModel> decode_model;
       double rate_sum = 0;
+      std::map<std::string, std::vector<double>> answer_seeds, loss_seeds, hop_sum;
+      std::map<std::string, std::vector<int64_t>> hop_n;
       for (const auto& job : jobs) {
         if (job.mixer != m) continue;
         MIXLAB_CHECK(job.error.empty(), "{} on {}: {}", mixers[m], o.tasks[job.task], job.error);
         const std::string& task = o.tasks[job.task];
-        row.token_acc[task] = job.result.eval.token_acc;
-        row.answer_acc[task] = job.result.eval.answer_acc;
-        row.eval_loss[task] = job.result.eval.loss;
-        if (job.result.eval.chain_queries > 0) row.chain_acc[task] = job.result.eval.chain_acc;
-        rate_sum += job.result.tokens_per_s;
+        const EvalResult& e = job.result.eval;
+        row.token_acc_seeds[task].push_back(e.token_acc);
+        answer_seeds[task].push_back(e.answer_acc);
+        loss_seeds[task].push_back(e.loss);
+        if (e.chain_queries > 0) row.chain_acc_seeds[task].push_back(e.chain_acc);
+        auto& hs = hop_sum[task];
+        auto& hn = hop_n[task];
+        if (hs.size() < e.hop_acc.size()) hs.resize(e.hop_acc.size(), 0.0), hn.resize(e.hop_acc.size(), 0);
+        for (size_t k = 0; k < e.hop_acc.size(); ++k)
+          if (e.hop_queries[k] > 0) hs[k] += e.hop_acc[k], ++hn[k];
+        rate_sum += job.result.tokens_per_s / static_cast<double>(o.seeds);
         row.seconds += job.result.seconds;
         row.parameters = job.parameters;
         if (job.model->dims().max_len >= T) decode_model = job.model;
+      }
+      for (const auto& t : o.tasks) {
+        row.token_acc[t] = seed_stats(row.token_acc_seeds[t]).mean;
+        row.answer_acc[t] = seed_stats(answer_seeds[t]).mean;
+        row.eval_loss[t] = seed_stats(loss_seeds[t]).mean;
+        if (row.chain_acc_seeds.count(t)) row.chain_acc[t] = seed_stats(row.chain_acc_seeds[t]).mean;
+        if (!hop_sum[t].empty()) {
+          auto& h = row.hop_acc[t];
+          for (size_t k = 0; k < hop_sum[t].size(); ++k)
+            h.push_back(hop_n[t][k] > 0 ? hop_sum[t][k] / static_cast<double>(hop_n[t][k]) : 0.0);
+        }
       }
       row.train_tokens_per_s = rate_sum / static_cast<double>(o.tasks.size());
       // T is the longest task's sequence, and each model is sized for its own task.

@@ -136,6 +136,16 @@ BatchScore batch_score(const torch::Tensor& logits, const Batch& batch) {
     auto chain = answer_pos & (batch.hops >= 1);
     s.chains = chain.sum().item<int64_t>();
     s.correct_chains = s.chains - (wrong & chain).sum().item<int64_t>();
+    auto query = (answer_pos & (batch.hops >= 0)).reshape({-1});
+    if (query.any().item<bool>()) {
+      auto links = batch.hops.reshape({-1}).masked_select(query);
+      auto right = (~wrong).reshape({-1}).masked_select(query).to(torch::kFloat64);
+      auto n = torch::bincount(links).contiguous(), ok = torch::bincount(links, right).contiguous();
+      for (int64_t k = 0; k < n.numel(); ++k) {
+        s.hop_queries.push_back(n[k].item<int64_t>());
+        s.hop_correct.push_back(static_cast<int64_t>(ok[k].item<double>() + 0.5));
+      }
+    }
   }
   return s;
 }
@@ -181,6 +191,7 @@ EvalResult Trainer::evaluate() {
   EvalResult r;
   double loss_sum = 0;
   int64_t correct = 0, correct_answers = 0, correct_chains = 0;
+  std::vector<int64_t> hop_correct;
   for (int64_t i = 0; i < config_.eval_batches; ++i) {
     const Batch batch = task_eval_batch(config_.task, config_.eval_batch, i, config_.seed);
     const BatchScore s = batch_score(model_->forward(batch.tokens), batch);
@@ -191,11 +202,18 @@ EvalResult Trainer::evaluate() {
     correct_answers += s.correct_answers;
     r.chain_queries += s.chains;
     correct_chains += s.correct_chains;
+    if (hop_correct.size() < s.hop_correct.size()) hop_correct.resize(s.hop_correct.size(), 0);
+    if (r.hop_queries.size() < s.hop_queries.size()) r.hop_queries.resize(s.hop_queries.size(), 0);
+    for (size_t k = 0; k < s.hop_queries.size(); ++k)
+      r.hop_queries[k] += s.hop_queries[k], hop_correct[k] += s.hop_correct[k];
   }
   r.loss = loss_sum / static_cast<double>(r.answer_tokens);
   r.token_acc = static_cast<double>(correct) / static_cast<double>(r.answer_tokens);
   r.answer_acc = r.answers > 0 ? static_cast<double>(correct_answers) / static_cast<double>(r.answers) : 0.0;
   r.chain_acc = r.chain_queries > 0 ? static_cast<double>(correct_chains) / static_cast<double>(r.chain_queries) : 0.0;
+  for (size_t k = 0; k < r.hop_queries.size(); ++k)
+    r.hop_acc.push_back(
+        r.hop_queries[k] > 0 ? static_cast<double>(hop_correct[k]) / static_cast<double>(r.hop_queries[k]) : 0.0);
   model_->train();
   return r;
 }
@@ -317,7 +335,9 @@ TrainResult Trainer::run(const TrainOptions& o) {
                             {"eval_loss", e.loss},
                             {"eval_acc", e.token_acc},
                             {"eval_answer_acc", e.answer_acc},
-                            {"eval_chain_acc", e.chain_acc}};
+                            {"eval_chain_acc", e.chain_acc},
+                            {"eval_hop_acc", e.hop_acc},
+                            {"eval_hop_queries", e.hop_queries}};
         metrics << j.dump() << "\n" << std::flush;
       }
     }
@@ -335,7 +355,9 @@ TrainResult Trainer::run(const TrainOptions& o) {
                         {"eval_loss", result.eval.loss},
                         {"eval_acc", result.eval.token_acc},
                         {"eval_answer_acc", result.eval.answer_acc},
-                        {"eval_chain_acc", result.eval.chain_acc}};
+                        {"eval_chain_acc", result.eval.chain_acc},
+                        {"eval_hop_acc", result.eval.hop_acc},
+                        {"eval_hop_queries", result.eval.hop_queries}};
     metrics << j.dump() << "\n" << std::flush;
   }
   return result;

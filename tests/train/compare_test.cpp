@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "mixlab/core/error.h"
 #include "mixlab/train/compare_report.h"
 
 namespace mixlab {
@@ -40,6 +41,42 @@ TEST(TrainCompare, ParallelJobsGiveTheSameTable) {
     EXPECT_EQ(one.rows[r].answer_acc, two.rows[r].answer_acc);
     EXPECT_EQ(one.rows[r].eval_loss, two.rows[r].eval_loss);  // bit-equal: same init, same batches
     EXPECT_EQ(one.rows[r].parameters, two.rows[r].parameters);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// --seeds N: every cell is the mean of N runs with seeds seed .. seed+N-1, shown with min..max;
+// the first seed's run is the single-seed run; 0 seeds is an error.
+TEST(TrainCompare, SeedsReportMeanAndRange) {
+  const auto dir = std::filesystem::temp_directory_path() / "mixlab_compare_seeds_test";
+  CompareOptions o = tiny_options(2, (dir / "two").string());
+  o.tasks = {"multihop"};
+  o.mixers = {"attention"};
+  const CompareReport single = compare_run(o);
+  o.seeds = 2;
+  const CompareReport two = compare_run(o);
+  ASSERT_TRUE(two.rows.at(0).ran) << two.rows.at(0).note;
+  EXPECT_EQ(two.seeds, 2);
+  const auto& accs = two.rows[0].token_acc_seeds.at("multihop");
+  ASSERT_EQ(accs.size(), 2u);
+  EXPECT_EQ(accs[0], single.rows[0].token_acc.at("multihop"));
+  EXPECT_DOUBLE_EQ(two.rows[0].token_acc.at("multihop"), (accs[0] + accs[1]) / 2);
+  EXPECT_EQ(two.rows[0].chain_acc_seeds.at("multihop").size(), 2u);
+  EXPECT_FALSE(two.rows[0].hop_acc.at("multihop").empty());
+  const std::string text = compare_table_text(two);
+  EXPECT_NE(
+      text.find(fmt::format("{:.1f}..{:.1f}", 100 * std::min(accs[0], accs[1]), 100 * std::max(accs[0], accs[1]))),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("over 2 seeds"), std::string::npos);
+  compare_write(two, (dir / "two").string());
+  EXPECT_TRUE(std::filesystem::exists(dir / "two" / "runs" / "attention_multihop_seed1.jsonl"));
+  o.seeds = 0;
+  try {
+    compare_run(o);
+    ADD_FAILURE() << "seeds = 0 must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--seeds must be >= 1"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(dir);
 }

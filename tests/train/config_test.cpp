@@ -48,7 +48,7 @@ TEST(TrainConfig, ErrorsNameTheKey) {
   expect_error_contains([] { parse(R"({"curriculum": 1})"); }, "key 'curriculum' must be true or false");
   expect_error_contains([] { parse(R"({"warmup": 500, "steps": 100})"); }, "key 'warmup' must be in [0, steps=100]");
   expect_error_contains([] { parse(R"({"beta2": 1.0})"); }, "key 'beta2' must be in [0, 1)");
-  expect_error_contains([] { parse(R"({"task": "recall", "pairs": 40})"); }, "pairs (40) must be <=");
+  expect_error_contains([] { parse(R"({"task": "recall", "pairs": 40})"); }, "40 pairs do not fit length 64");
   expect_error_contains([] { parse("[1, 2]"); }, "expected a JSON object");
 }
 

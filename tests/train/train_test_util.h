@@ -17,8 +17,8 @@
 namespace mixlab {
 
 /// The golden multihop batch (tasks_test.cpp spells out its tokens): vocabulary 14 (keys 4..8,
-/// values 9..13), S = 20, 4 pairs, links with probability 0.6, seed 11. One query (for key 4)
-/// follows a link; position 10 is that link's label.
+/// values 9..13), S = 20, 4 pairs, links with probability 0.6, seed 11. Two queries (positions
+/// 15 and 19, both for key 4) follow a link; position 10 is that link's label.
 inline Batch golden_multihop_batch() {
   TaskSpec s;
   s.name = "multihop";

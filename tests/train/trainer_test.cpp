@@ -104,17 +104,20 @@ TEST(TrainTrainer, ScoreKeepsLinkLabelsOutOfAnswers) {
   logits.scatter_(2, b.targets.unsqueeze(2), 10.0);
   logits[0][10][b.targets[0][10].item<int64_t>()] = -20.0;  // the link label wrong
   BatchScore sc = batch_score(logits, b);
-  EXPECT_EQ(sc.answer_tokens, 5);
-  EXPECT_EQ(sc.correct_tokens, 4);
-  EXPECT_EQ(sc.answers, 4);
-  EXPECT_EQ(sc.correct_answers, 4);
-  EXPECT_EQ(sc.chains, 1);  // the query for 4 (4 -> 5 -> 9)
-  EXPECT_EQ(sc.correct_chains, 1);
-  logits[0][16][b.targets[0][16].item<int64_t>()] = -20.0;  // and the two-hop query wrong
+  EXPECT_EQ(sc.answer_tokens, 6);  // the label + 5 queries
+  EXPECT_EQ(sc.correct_tokens, 5);
+  EXPECT_EQ(sc.answers, 5);
+  EXPECT_EQ(sc.correct_answers, 5);
+  EXPECT_EQ(sc.chains, 2);  // the two queries for 4 (4 -> 5 -> 9)
+  EXPECT_EQ(sc.correct_chains, 2);
+  EXPECT_EQ(sc.hop_queries, (std::vector<int64_t>{3, 2}));  // by links: 3 direct, 2 one-link
+  EXPECT_EQ(sc.hop_correct, (std::vector<int64_t>{3, 2}));
+  logits[0][15][b.targets[0][15].item<int64_t>()] = -20.0;  // and one one-link query wrong
   sc = batch_score(logits, b);
-  EXPECT_EQ(sc.correct_tokens, 3);
-  EXPECT_EQ(sc.correct_answers, 3);
-  EXPECT_EQ(sc.correct_chains, 0);
+  EXPECT_EQ(sc.correct_tokens, 4);
+  EXPECT_EQ(sc.correct_answers, 4);
+  EXPECT_EQ(sc.correct_chains, 1);
+  EXPECT_EQ(sc.hop_correct, (std::vector<int64_t>{3, 1}));
 }
 
 TEST(TrainTrainer, ResumeIsBitExact) {

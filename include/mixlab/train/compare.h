@@ -55,6 +55,9 @@ struct CompareOptions {
   std::string out_dir = "runs/compare";
   bool progress = true;  // one line per run + the trainer's progress lines (stderr)
   int64_t jobs = 1;      // runs trained at the same time (each with one intra-op thread when > 1)
+  // Seeds per (mixer, task): run s uses the config's seed + s (model init and batches change).
+  // Accuracies are then the mean over seeds, with min..max beside them; must be >= 1.
+  int64_t seeds = 1;
 };
 
 struct CompareRow {
@@ -73,6 +76,10 @@ struct CompareRow {
   std::map<std::string, double> answer_acc;  // per task, in [0, 1]
   std::map<std::string, double> eval_loss;   // per task, held-out cross-entropy per scored token
   std::map<std::string, double> chain_acc;   // multihop: accuracy on queries that follow >= 1 link
+  // With several seeds the maps above hold the mean; these hold every seed's value (seed order).
+  std::map<std::string, std::vector<double>> token_acc_seeds, chain_acc_seeds;
+  // recall/multihop: query accuracy by number of links (index 0 = direct), mean over seeds.
+  std::map<std::string, std::vector<double>> hop_acc;
   double train_tokens_per_s = 0;
   double decode_us_per_token = 0;
   int64_t parameters = 0;
@@ -85,8 +92,15 @@ struct CompareReport {
   std::vector<CompareRow> rows;
   nlohmann::json config_example;  // the resolved config of the first run (settings shared by all)
   double seconds = 0;
-  int64_t jobs = 1;  // concurrent runs used
+  int64_t jobs = 1;   // concurrent runs used
+  int64_t seeds = 1;  // runs per (mixer, task)
 };
+
+/// Mean, min and max of one cell over seeds (all 0 for no value).
+struct SeedStats {
+  double mean = 0, lo = 0, hi = 0;
+};
+SeedStats seed_stats(const std::vector<double>& values);
 
 /// Trains and measures every (mixer, task); writes metrics under out_dir/runs.
 /// Every (mixer, task) config and mixer spec is validated before the first run: a bad spec, an

@@ -6,8 +6,9 @@
 //
 // Batch format (B batch, T time):
 //   tokens  (B,T) int64  model input
-//   targets (B,T) int64  next-token target: targets[b,t] = tokens[b,t+1]; the last column is kPad
-//                        (one exception: the multihop link labels below)
+//   targets (B,T) int64  what each position predicts: the next token, except on recall/multihop
+//                        scored positions, whose target is a label (the query's answer, or a
+//                        link label) that is never an input
 //   mask    (B,T) float  1 on scored positions (the only positions in the loss and the accuracy)
 //   hops    (B,T) int64  on query positions of recall/multihop: the links the answer follows
 //                        (0: the stored value itself, k >= 1: a chain of k links); -1 elsewhere
@@ -19,36 +20,35 @@
 // between batches (see "Curriculum").
 //
 // Vocabulary layout (V = spec.vocab, V >= 8):
-//   0 kPad    padding after the last query (never scored)
+//   0 kPad    padding (never scored)
 //   1 kBegin  first token of every sequence
 //   2 kSep    end of the copied sequence (copy) / end of the context (recall, multihop)
 //   3 kNoise  filler between key–value pairs in the context (recall, multihop)
-//   4 .. V-1  content tokens. copy draws from all of them. recall/multihop split them in two:
-//             keys   = [4, 4 + K), K = (V - 4) / 2
-//             values = [4 + K, V)
+//   4 .. V-1  content tokens. copy draws from all of them. recall/multihop split them in two
+//             disjoint sets: keys = [4, 4 + K), K = (V - 4) / 2, values = [4 + K, V)
 //
 // copy (length n):   [kBegin x_1 .. x_n kSep x_1 .. x_n]          T = 2n + 1
 //   The last x_n is never an input, so T = 2n+1 positions; the answer is the second copy:
 //   positions n+1 .. 2n (the kSep and the copied tokens x_1..x_{n-1}) predict x_1 .. x_n.
 //   One answer per row (whole-answer accuracy = the whole sequence copied exactly).
 //
-// recall (length S, n pairs):
-//   [kBegin  context  kSep  queries  kPad...]                      T = S
-//   context = the n pairs "k_i v_i" (distinct keys, values with replacement) interleaved at
-//   random with g kNoise fillers, g = max(0, S - 2 - 4n): the pairs' positions are randomised
-//   (units of {pair, filler} are shuffled). queries = the stored keys in a random order, each
-//   followed by its value: "k v"; the position holding k is scored (target v). Queries are
-//   added while they fit in S; what is left is kPad. One answer per query.
+// recall (length S, n pairs): multi-query associative recall in the MQAR format
+//   (mixlab/train/mqar.h has the full layout and its differences from zoology):
+//   [kBegin  context  kSep  q_1 .. q_Q]                            T = S
+//   context = n pairs "k v" (distinct keys, distinct values) at random positions among
+//   g = floor((S - 2 - 2n) / 2) kNoise fillers; Q = ceil((S - 2 - 2n) / 2) queries, each a key
+//   drawn uniformly WITH repeats from the stored keys and scored with its value (a label: the
+//   next input is the next query). One answer per query. Needs n <= (S - 3) / 2 and
+//   V >= 4 + 2n.
 // multihop: as recall, but the value of pair i (i >= 1, context order) is replaced with
 //   probability spec.hop_prob by the key of a uniformly chosen earlier pair j < i (a link).
-//   Resolving a key follows links until a real value. Queries are written as in recall,
-//   "k v", where v is the resolved value: the model must follow the whole chain to answer, in
-//   one position (seed 000 §5.2: a chain of associative recalls). The labels on intermediary
-//   keys (App. C.1) sit in the context: the position holding a link key is scored with the
-//   value that link resolves to (targets[b,t] = that value, not tokens[b,t+1]; answer = -1).
-//   They teach the model to resolve chains while it reads the context, which is the state
-//   tracking a recurrence can do in one hop per link and a fixed stack of attention layers only
-//   up to its depth.
+//   Resolving a key follows links until a real value. A query is scored with the resolved
+//   value, so the model must follow the whole chain in one position (seed 000 §5.2: a chain of
+//   associative recalls); `hops` holds the number of links. The labels on intermediary keys
+//   (App. C.1) sit in the context: the position holding a link key is scored with the value
+//   that link resolves to (answer = -1). They teach the model to resolve chains while it reads
+//   the context, which is the state tracking a recurrence can do in one hop per link and a
+//   fixed stack of attention layers only up to its depth.
 //
 // textcopy (length L, seed 003 §6.5): a span of L byte tokens of a Brown corpus document,
 //   repeated once without a delimiter (mixlab/data/textcopy.h): T = 2L - 1, the mask covers the

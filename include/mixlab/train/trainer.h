@@ -21,7 +21,8 @@
 //
 // Progress (stderr): one line every log_every steps: step, loss, accuracy, tokens/s, ETA.
 // Metrics (JSONL, optional): {"step","loss","acc","lr","tokens_per_s","length"} per log line and
-// {"step","eval_loss","eval_acc","eval_answer_acc"} per evaluation.
+// {"step","eval_loss","eval_acc","eval_answer_acc","eval_chain_acc","eval_hop_acc"} per evaluation
+// (eval_hop_acc: query accuracy per number of links, index 0 = direct recall; recall/multihop).
 //
 // Not supported: multiple devices, mixed precision, gradient accumulation.
 #pragma once
@@ -49,14 +50,19 @@ struct EvalResult {
   // the other tasks.
   double chain_acc = 0;
   int64_t chain_queries = 0;
+  // Recall/multihop: query accuracy by the number of links its answer follows (index 0 = the
+  // stored value itself, k = a chain of k links); empty for the other tasks.
+  std::vector<double> hop_acc;
+  std::vector<int64_t> hop_queries;
 };
 
 /// Loss and metrics of logits (B,T,V) against a batch. `loss` keeps the autograd graph.
 struct BatchScore {
   torch::Tensor loss;  // scalar
   int64_t correct_tokens = 0, answer_tokens = 0, correct_answers = 0, answers = 0;
-  int64_t correct_chains = 0, chains = 0;  // query positions with hops >= 1
-  int64_t batch_tokens = 0;                // B*T, all positions the model processed
+  int64_t correct_chains = 0, chains = 0;         // query positions with hops >= 1
+  std::vector<int64_t> hop_queries, hop_correct;  // per number of links (index), query positions
+  int64_t batch_tokens = 0;                       // B*T, all positions the model processed
 };
 BatchScore batch_score(const torch::Tensor& logits, const Batch& batch);
 
