@@ -19,6 +19,7 @@
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/dir_lock.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/core/parse_number.h"
 #include "mixlab/mixers/registry.h"
 #include "mixlab/train/trainer.h"

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/core/parse_number.h"
 #include "mixlab/core/threads.h"
 #include "mixlab/train/trainer.h"

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 
 namespace mixlab {
 namespace {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 
 namespace mixlab {
 

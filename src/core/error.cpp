@@ -1,4 +1,5 @@
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 
 namespace mixlab::detail {
 

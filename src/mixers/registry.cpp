@@ -6,6 +6,7 @@
 
 #include "mixlab/attention/attention.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/core/parse_number.h"
 #include "mixlab/resolvent/resolvent_mixer.h"
 #include "mixlab/resolvent/ssm.h"

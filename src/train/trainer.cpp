@@ -16,6 +16,7 @@
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 
 namespace mixlab {
 namespace {

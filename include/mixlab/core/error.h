@@ -20,13 +20,6 @@ class Error : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-/// An input/output failure (disk full, unwritable path, lock held by another process). The
-/// message names the path. The CLI exits with code 3 for these (docs/RELIABILITY.md).
-class IoError : public Error {
- public:
-  using Error::Error;
-};
-
 /// A broken internal invariant (a mixlab bug). Carries file:line.
 class InternalError : public std::logic_error {
  public:
@@ -35,7 +28,6 @@ class InternalError : public std::logic_error {
 
 namespace detail {
 [[noreturn]] void throw_error(const std::string& message);
-[[noreturn]] void throw_io(const std::string& message);
 [[noreturn]] void throw_internal(const char* file, int line, const char* cond, const std::string& message);
 }  // namespace detail
 
@@ -45,15 +37,6 @@ namespace detail {
 #define MIXLAB_CHECK(cond, ...)                                           \
   do {                                                                    \
     if (!(cond)) ::mixlab::detail::throw_error(fmt::format(__VA_ARGS__)); \
-  } while (0)
-
-/// Throws mixlab::Error(fmt::format(...)) unconditionally; [[noreturn]], so no dummy return after it.
-#define MIXLAB_FAIL(...) ::mixlab::detail::throw_error(fmt::format(__VA_ARGS__))
-
-/// Throws mixlab::IoError(fmt::format(...)) when `cond` is false. The message must name the path.
-#define MIXLAB_CHECK_IO(cond, ...)                                     \
-  do {                                                                 \
-    if (!(cond)) ::mixlab::detail::throw_io(fmt::format(__VA_ARGS__)); \
   } while (0)
 
 /// Throws mixlab::InternalError naming file:line when `cond` is false.

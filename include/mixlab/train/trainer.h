@@ -43,6 +43,7 @@
 #include <string>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/model/model.h"
 #include "mixlab/train/config.h"
 #include "mixlab/train/tasks.h"
