@@ -18,6 +18,12 @@
 
 namespace {
 
+// Exit codes (README.md, docs/RELIABILITY.md).
+constexpr int kExitInternal = 1;  // a mixlab bug or an unexpected library failure
+constexpr int kExitUser = 2;      // bad flag, config, spec or checkpoint (mixlab::Error)
+constexpr int kExitIo = 3;        // file unreadable/unwritable, disk full, run dir locked (IoError)
+constexpr int kExitDiverged = 4;  // non-finite loss or gradient during training (NonFiniteError)
+
 // One line: a multi-line message (CLI11's, a c10 backtrace) is folded at its first newline.
 int fail(const std::string& message, int code) {
   std::string line = message.substr(0, message.find('\n'));
@@ -55,19 +61,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return fail(std::string(e.what()) + " (run with --help for usage)", mixlab::cli::kExitUser);
+    return fail(std::string(e.what()) + " (run with --help for usage)", kExitUser);
   } catch (const mixlab::NonFiniteError& e) {
-    return fail(e.what(), mixlab::cli::kExitDiverged);
+    return fail(e.what(), kExitDiverged);
   } catch (const mixlab::IoError& e) {
-    return fail(e.what(), mixlab::cli::kExitIo);
+    return fail(e.what(), kExitIo);
   } catch (const mixlab::Error& e) {
-    return fail(e.what(), mixlab::cli::kExitUser);
+    return fail(e.what(), kExitUser);
   } catch (const c10::Error& e) {
-    return fail(e.what_without_backtrace(), mixlab::cli::kExitInternal);
+    return fail(e.what_without_backtrace(), kExitInternal);
   } catch (const std::bad_alloc&) {
-    return fail("out of memory (try a smaller config or --max-memory)", mixlab::cli::kExitIo);
+    return fail("out of memory (try a smaller config or --max-memory)", kExitIo);
   } catch (const std::exception& e) {
-    return fail(e.what(), mixlab::cli::kExitInternal);
+    return fail(e.what(), kExitInternal);
   }
   return 0;
 }

@@ -21,6 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+#define MIXLAB_ENOSPC_SHIM MIXLAB_BINARY_DIR "/libmixlab_enospc_shim.so"
+
 constexpr int kExitUser = 2, kExitIo = 3, kExitDiverged = 4;
 
 struct RunResult {
