@@ -62,8 +62,7 @@ void cmd_eval_register(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint written by `mixlab train`");
   sub->add_option("--checkpoint", args->checkpoint, "Checkpoint file")->required();
-  sub->add_option("--batches", args->batches, "Held-out batches (default: the config's eval_batches)")
-      ;
+  sub->add_option("--batches", args->batches, "Held-out batches (default: the config's eval_batches)");
   sub->add_flag("--json", args->json, "Print JSON");
   sub->callback([args] { run_eval(*args); });
 }

@@ -64,8 +64,8 @@ double parse_memory(const std::string& text) {
       digits.pop_back();
     }
   }
-  return static_cast<double>(parse_positive_int(digits, "--max-memory (bytes, or a number with K/M/G/T)",
-                                                int64_t{1} << 50)) *
+  return static_cast<double>(
+             parse_positive_int(digits, "--max-memory (bytes, or a number with K/M/G/T)", int64_t{1} << 50)) *
          unit;
 }
 

@@ -1,12 +1,12 @@
 // Training config: JSON <-> TrainConfig with strict key and value checks.
 #include "mixlab/train/config.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
-
-#include <unistd.h>
 
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/error.h"

@@ -2,6 +2,7 @@
 #include "mixlab/train/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -10,8 +11,6 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-
-#include <unistd.h>
 
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/checksum.h"
@@ -279,7 +278,8 @@ void Trainer::checkpoint_save(const std::string& path) const {
     ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
     ar.save_to(payload);
   } catch (const c10::Error& e) {
-    throw Error(fmt::format("{}: cannot serialise: {}", checkpoint_prefix(path), first_line(e.what_without_backtrace())));
+    throw Error(
+        fmt::format("{}: cannot serialise: {}", checkpoint_prefix(path), first_line(e.what_without_backtrace())));
   }
   const std::string body = payload.str();
   const std::string header =
@@ -395,12 +395,11 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
       s = train_step();
     } catch (const NonFiniteError& e) {
       const std::string kept = o.checkpoint_path.empty() ? std::string("no checkpoint path was given")
-                               : checkpoint_written
-                                   ? fmt::format("the last finite checkpoint '{}' (step {}) is kept", o.checkpoint_path,
-                                                 checkpoint_step)
-                                   : std::string("no checkpoint was written");
-      throw NonFiniteError(fmt::format("{}; {}. Lower 'lr' (or 'grad_clip'), or pass --skip-nonfinite N", e.what(),
-                                       kept));
+                               : checkpoint_written ? fmt::format("the last finite checkpoint '{}' (step {}) is kept",
+                                                                  o.checkpoint_path, checkpoint_step)
+                                                    : std::string("no checkpoint was written");
+      throw NonFiniteError(
+          fmt::format("{}; {}. Lower 'lr' (or 'grad_clip'), or pass --skip-nonfinite N", e.what(), kept));
     }
     const int64_t step_tokens = s.batch_tokens;
     tokens += step_tokens;
@@ -464,8 +463,8 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   if (!o.checkpoint_path.empty()) checkpoint_save(o.checkpoint_path);
   result.eval = evaluate();
   if (!std::isfinite(result.eval.loss)) {
-    throw NonFiniteError(fmt::format("train: the final evaluation loss is non-finite ({}) at step {}", result.eval.loss,
-                                     step_));
+    throw NonFiniteError(
+        fmt::format("train: the final evaluation loss is non-finite ({}) at step {}", result.eval.loss, step_));
   }
   if (metrics.is_open()) {
     nlohmann::json j = {{"step", step_},

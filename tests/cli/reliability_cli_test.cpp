@@ -127,10 +127,11 @@ TEST(ReliabilityCli, DivergenceStopsAndKeepsTheFiniteCheckpoint) {
   EXPECT_EQ(e.code, 0) << e.output;
   EXPECT_EQ(e.output.find("nan"), std::string::npos) << e.output;
 
-  auto s = run_env("", "train --task copy --mixer attention --set vocab=12 --set length=4 --set d_model=16 --set "
-                       "heads=2 --set mlp_ratio=2 --set batch=4 --set eval_batches=1 --set warmup=1 --steps 40 "
-                       "--set lr=1e6 --skip-nonfinite 100 --out " +
-                           dir + "/skip");
+  auto s = run_env("",
+                   "train --task copy --mixer attention --set vocab=12 --set length=4 --set d_model=16 --set "
+                   "heads=2 --set mlp_ratio=2 --set batch=4 --set eval_batches=1 --set warmup=1 --steps 40 "
+                   "--set lr=1e6 --skip-nonfinite 100 --out " +
+                       dir + "/skip");
   EXPECT_NE(s.output.find("step skipped"), std::string::npos) << s.output;
 }
 
@@ -150,8 +151,8 @@ TEST(ReliabilityCli, CorruptCheckpointIsRejected) {
 // Item 5: absurd sizes are refused before allocating; config files are read up to a limit.
 TEST(ReliabilityCli, ResourceBounds) {
   const std::string dir = temp_dir("bounds");
-  for (const std::string& set : {"batch=1000000000", "length=1000000000", "layers=1000000000", "vocab=1000000000000",
-                                 "d_model=1099511627776"}) {
+  for (const std::string& set :
+       {"batch=1000000000", "length=1000000000", "layers=1000000000", "vocab=1000000000000", "d_model=1099511627776"}) {
     expect_error(run(kTiny + "--steps 1 --set " + set + " --out " + dir + "/o"), kExitUser, "memory", set);
   }
   expect_error(run(kTiny + "--steps 1 --set d_model=2199023255552 --out " + dir + "/o"), kExitUser, "'d_model'",

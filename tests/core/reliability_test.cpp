@@ -99,9 +99,7 @@ TEST(AtomicFile, AppendFileAppendsLines) {
     f.append_line("c");
   }
   EXPECT_EQ(file_read(path, 100, "test"), "a\nb\nc\n");
-  {
-    AppendFile f(path, true);
-  }
+  { AppendFile f(path, true); }
   EXPECT_EQ(file_read(path, 100, "test"), "");
 }
 

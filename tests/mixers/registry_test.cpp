@@ -176,9 +176,9 @@ void expect_clean_rejection_or_success(const std::string& spec) {
 // Issue 16 item 14: one grammar; issue 10 item 1: check_mixer_spec validates without a model.
 TEST(Registry, CheckMixerSpecGrammar) {
   for (const auto& spec : specs_under_test()) EXPECT_NO_THROW(mixlab::check_mixer_spec(spec)) << spec;
-  for (const std::string spec : {"", ":", ":8", "local:", "ssm:", "toeplitz:", "mamba:", "local:8:", "resolvent:",
-                                 "resolvent:pwo2", "bogus", "local:0", "local:-1", "local:99999999999999999999",
-                                 "ssm:1e3", "gla:0", "attention:", "Attention"}) {
+  for (const std::string spec :
+       {"", ":", ":8", "local:", "ssm:", "toeplitz:", "mamba:", "local:8:", "resolvent:", "resolvent:pwo2", "bogus",
+        "local:0", "local:-1", "local:99999999999999999999", "ssm:1e3", "gla:0", "attention:", "Attention"}) {
     EXPECT_THROW(mixlab::check_mixer_spec(spec), mixlab::Error) << "'" << spec << "'";
   }
   try {
@@ -205,7 +205,9 @@ TEST(Registry, SpecFuzz) {
       for (int e = 0; e < edits; ++e) {
         const size_t pos = s.empty() ? 0 : rng() % (s.size() + 1);
         switch (rng() % 3) {
-          case 0: s.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+          case 0:
+            s.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+            break;
           case 1:
             if (pos < s.size()) s.erase(pos, 1);
             break;

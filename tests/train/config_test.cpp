@@ -160,7 +160,9 @@ TEST(TrainConfig, Fuzz) {
     for (int e = 0; e < edits; ++e) {
       const size_t pos = rng() % (text.size() + 1);
       switch (rng() % 3) {
-        case 0: text.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+        case 0:
+          text.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+          break;
         case 1:
           if (pos < text.size()) text.erase(pos, 1);
           break;

@@ -90,12 +90,12 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  int64_t step = 0;         // steps completed
-  double last_loss = 0;     // mean training loss over the last log window
-  double last_acc = 0;      // mean training token accuracy over the last log window
-  EvalResult eval;          // held-out evaluation at the end of the run
-  double tokens_per_s = 0;  // training tokens (B*T per step) per second, this run
-  double seconds = 0;       // wall time of the training steps of this run
+  int64_t step = 0;           // steps completed
+  double last_loss = 0;       // mean training loss over the last log window
+  double last_acc = 0;        // mean training token accuracy over the last log window
+  EvalResult eval;            // held-out evaluation at the end of the run
+  double tokens_per_s = 0;    // training tokens (B*T per step) per second, this run
+  double seconds = 0;         // wall time of the training steps of this run
   int64_t skipped_steps = 0;  // non-finite steps skipped (TrainOptions::skip_nonfinite)
 };
 
