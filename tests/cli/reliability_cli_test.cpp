@@ -77,7 +77,7 @@ bool has_tmp_files(const std::string& dir) {
 }
 
 const std::string kTiny =
-    "train --task copy --mixer attention --set vocab=12 --set length=4 --set d_model=16 --set heads=2 "
+    "train --task copy --set vocab=12 --set length=4 --set d_model=16 --set heads=2 "
     "--set mlp_ratio=2 --set batch=4 --set eval_batches=1 --set warmup=1 --quiet ";
 
 }  // namespace
@@ -123,9 +123,11 @@ TEST(ReliabilityCli, DivergenceStopsAndKeepsTheFiniteCheckpoint) {
   expect_error(r, kExitDiverged, "non-finite", "lr=1e6");
   EXPECT_NE(r.output.find("'lr'"), std::string::npos) << r.output;
   ASSERT_TRUE(fs::exists(dir + "/checkpoint.pt")) << r.output;
+  // Its parameters are finite; they may still give a non-finite loss (the step after them
+  // diverged), which eval reports as an error instead of printing "loss nan" with exit 0.
   auto e = run("eval --checkpoint " + dir + "/checkpoint.pt");
-  EXPECT_EQ(e.code, 0) << e.output;
-  EXPECT_EQ(e.output.find("nan"), std::string::npos) << e.output;
+  EXPECT_TRUE(e.code == 0 || e.code == kExitDiverged) << e.output;
+  if (e.code == 0) EXPECT_EQ(e.output.find("nan"), std::string::npos) << e.output;
 
   auto s = run_env("",
                    "train --task copy --mixer attention --set vocab=12 --set length=4 --set d_model=16 --set "
