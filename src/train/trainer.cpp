@@ -395,9 +395,10 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
       s = train_step();
     } catch (const NonFiniteError& e) {
       const std::string kept = o.checkpoint_path.empty() ? std::string("no checkpoint path was given")
-                               : checkpoint_written ? fmt::format("the last finite checkpoint '{}' (step {}) is kept",
-                                                                  o.checkpoint_path, checkpoint_step)
-                                                    : std::string("no checkpoint was written");
+                               : checkpoint_written
+                                   ? fmt::format("the last checkpoint '{}' (step {}, finite parameters) is kept",
+                                                 o.checkpoint_path, checkpoint_step)
+                                   : std::string("no checkpoint was written");
       throw NonFiniteError(
           fmt::format("{}; {}. Lower 'lr' (or 'grad_clip'), or pass --skip-nonfinite N", e.what(), kept));
     }
