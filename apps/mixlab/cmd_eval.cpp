@@ -2,10 +2,12 @@
 //
 // Rebuilds the model from the config stored in the checkpoint, loads the weights and evaluates
 // on the task's held-out batches (the evaluation seed stream; --batches overrides the count).
+#include <cmath>
 #include <iostream>
 
 #include "commands.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/parse_number.h"
 #include "mixlab/train/trainer.h"
 
 namespace mixlab::cli {
@@ -13,16 +15,23 @@ namespace {
 
 struct EvalArgs {
   std::string checkpoint;
-  int64_t batches = 0;
+  std::string batches;
   bool json = false;
 };
 
 void run_eval(const EvalArgs& a) {
-  TrainConfig config = checkpoint_read_config(a.checkpoint);
-  if (a.batches > 0) config.eval_batches = a.batches;
+  // The file is read once (a concurrent writer cannot give us the config of one checkpoint and
+  // the weights of another) and verified (header, size, checksum) before anything is built.
+  const LoadedCheckpoint ckpt = checkpoint_read(a.checkpoint);
+  TrainConfig config = ckpt.config;
+  if (!a.batches.empty()) config.eval_batches = parse_positive_int(a.batches, "--batches", int64_t{1} << 30);
   Trainer trainer(config);
-  trainer.checkpoint_load(a.checkpoint);
+  trainer.checkpoint_load(ckpt);
   const EvalResult r = trainer.evaluate();
+  if (!std::isfinite(r.loss)) {
+    throw NonFiniteError(fmt::format("eval: checkpoint '{}' gives a non-finite loss ({}); its weights are unusable",
+                                     a.checkpoint, r.loss));
+  }
   if (a.json) {
     nlohmann::json j = {{"checkpoint", a.checkpoint},
                         {"task", config.task.name},
@@ -53,8 +62,7 @@ void cmd_eval_register(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint written by `mixlab train`");
   sub->add_option("--checkpoint", args->checkpoint, "Checkpoint file")->required();
-  sub->add_option("--batches", args->batches, "Held-out batches (default: the config's eval_batches)")
-      ->check(CLI::PositiveNumber);
+  sub->add_option("--batches", args->batches, "Held-out batches (default: the config's eval_batches)");
   sub->add_flag("--json", args->json, "Print JSON");
   sub->callback([args] { run_eval(*args); });
 }

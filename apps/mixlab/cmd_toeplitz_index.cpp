@@ -17,8 +17,9 @@ struct ToeplitzIndexArgs {
 };
 
 void run_toeplitz_index(const ToeplitzIndexArgs& args) {
-  Trainer trainer(checkpoint_read_config(args.checkpoint));
-  trainer.checkpoint_load(args.checkpoint);
+  const LoadedCheckpoint ckpt = checkpoint_read(args.checkpoint);  // read once, verified
+  Trainer trainer(ckpt.config);
+  trainer.checkpoint_load(ckpt);
   auto entries = toeplitz_model_index(trainer.model());
   MIXLAB_CHECK(!entries.empty(), "toeplitz-index: checkpoint '{}' (mixer '{}') has no Toeplitz layer", args.checkpoint,
                trainer.config().mixer);

@@ -6,13 +6,22 @@
 //   mixlab train --config c.json --resume runs/train/copy-attention/checkpoint.pt
 // Writes into --out (default runs/train/<task>-<mixer>): checkpoint.pt, metrics.jsonl,
 // config.json (resolved) and result.json (final evaluation).
+//
+// Order (docs/RELIABILITY.md): every input is validated first — flags, config, mixer spec,
+// memory estimate, the --resume checkpoint and its compatibility — and only then is --out
+// created and locked (a second run on the same --out fails with "in use by pid N"). Every file is
+// written with a checked, fsync'ed, atomic write.
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
+#include <optional>
 
 #include "commands.h"
+#include "mixlab/core/atomic_file.h"
+#include "mixlab/core/dir_lock.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
+#include "mixlab/core/parse_number.h"
+#include "mixlab/mixers/registry.h"
 #include "mixlab/train/trainer.h"
 
 namespace mixlab::cli {
@@ -21,7 +30,9 @@ namespace {
 struct TrainArgs {
   std::string config, task, mixer, out, checkpoint, resume, metrics;
   std::vector<std::string> sets;
-  int64_t steps = 0, seed = -1, until = 0;
+  // Numbers arrive as text and go through parse_number: out of range is an error, not a clamp.
+  std::string steps, seed, until, max_memory, skip_nonfinite;
+  bool mixer_given = false;  // --mixer '' is an error (empty spec), not "keep the config's"
   bool quiet = false;
 };
 
@@ -33,25 +44,42 @@ std::string sanitize(const std::string& s) {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  MIXLAB_CHECK(in.good(), "config {}: cannot open the file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = file_read(path, kConfigMaxBytes, "config");
   try {
-    return nlohmann::json::parse(ss.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(fmt::format("config {}: malformed JSON: {}", path, e.what()));
   }
 }
 
+// "8G", "512M", "1000000" (bytes); K/M/G/T are powers of 1024.
+double parse_memory(const std::string& text) {
+  std::string digits = text;
+  double unit = 1;
+  if (!digits.empty()) {
+    const char u = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
+    const double k = 1024;
+    if (u == 'K' || u == 'M' || u == 'G' || u == 'T') {
+      unit = u == 'K' ? k : u == 'M' ? k * k : u == 'G' ? k * k * k : k * k * k * k;
+      digits.pop_back();
+    }
+  }
+  return static_cast<double>(
+             parse_positive_int(digits, "--max-memory (bytes, or a number with K/M/G/T)", int64_t{1} << 50)) *
+         unit;
+}
+
 void run_train(const TrainArgs& a) {
+  // 1. Flags and config: nothing on disk is touched until everything below has passed.
   MIXLAB_CHECK(!a.config.empty() || !a.task.empty(), "train: give --config FILE or --task T (with --mixer SPEC)");
   nlohmann::json j = a.config.empty() ? nlohmann::json::object() : read_json_file(a.config);
   MIXLAB_CHECK(j.is_object(), "config {}: expected a JSON object", a.config);
   if (!a.task.empty()) j["task"] = a.task;
-  if (!a.mixer.empty()) j["mixer"] = a.mixer;
-  if (a.steps > 0) j["steps"] = a.steps;
-  if (a.seed >= 0) j["seed"] = a.seed;
+  if (a.mixer_given) j["mixer"] = a.mixer;
+  if (!a.steps.empty()) j["steps"] = parse_positive_int(a.steps, "--steps", int64_t{1} << 40);
+  if (!a.seed.empty()) j["seed"] = parse_uint64(a.seed, "--seed");
+  const int64_t until = a.until.empty() ? 0 : parse_positive_int(a.until, "--until", int64_t{1} << 40);
+  const int64_t skip = a.skip_nonfinite.empty() ? 0 : parse_int(a.skip_nonfinite, "--skip-nonfinite", 0, 1 << 30);
   for (const auto& kv : a.sets) {
     const auto eq = kv.find('=');
     MIXLAB_CHECK(eq != std::string::npos && eq > 0, "train: --set expects KEY=VALUE, got '{}'", kv);
@@ -65,25 +93,47 @@ void run_train(const TrainArgs& a) {
   const std::string origin = a.config.empty() ? "(command line)" : a.config;
   const TrainConfig config = config_from_json(j, origin);
 
+  // 2. Resources, then the mixer spec at the config's dims (one layer, no model).
+  double limit = machine_memory_bytes();
+  std::string limit_name = "this machine's memory";
+  if (!a.max_memory.empty()) {
+    limit = std::min(limit, parse_memory(a.max_memory));
+    limit_name = "--max-memory";
+  }
+  config_check_memory(config, limit, origin, limit_name);
+  check_mixer_spec(config.mixer, MixerDims{config.d_model, config.heads, model_dims_for(config).max_len});
+
+  // 3. The checkpoint to resume from: read once, verified, compatible.
+  std::optional<LoadedCheckpoint> resume;
+  if (!a.resume.empty()) {
+    resume = checkpoint_read(a.resume);
+    const std::string mismatch = config_resume_mismatch(resume->config, config);
+    MIXLAB_CHECK(mismatch.empty(), "checkpoint '{}': was written with a different config: {}", a.resume, mismatch);
+    MIXLAB_CHECK(until == 0 || until >= resume->step, "train: --until {} is before the checkpoint's step {}", until,
+                 resume->step);
+  }
+
+  // 4. Only now: the output directory, locked for this process.
   const std::string out = a.out.empty() ? "runs/train/" + sanitize(config.task.name + "-" + config.mixer) : a.out;
-  std::filesystem::create_directories(out);
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  MIXLAB_CHECK_IO(!ec, "--out '{}': cannot create the directory: {}", out, ec.message());
+  const DirLock lock(out, "run directory");
   TrainOptions o;
   o.checkpoint_path = a.checkpoint.empty() ? out + "/checkpoint.pt" : a.checkpoint;
   o.metrics_path = a.metrics.empty() ? out + "/metrics.jsonl" : a.metrics;
   o.resume_path = a.resume;
-  o.until = a.until;
+  o.until = until;
   o.progress = !a.quiet;
   o.label = config.mixer + "/" + config.task.name;
-  {
-    std::ofstream cfg(out + "/config.json");
-    cfg << config_to_json(config).dump(2) << "\n";
-  }
+  o.skip_nonfinite = skip;
+  atomic_write_file(out + "/config.json", config_to_json(config).dump(2) + "\n");
   Trainer trainer(config);
   if (!a.quiet) {
     std::cerr << fmt::format("train: {} on {} ({} parameters), {} steps, output in {}\n", config.mixer,
                              config.task.name, trainer.model().parameter_count(), config.steps, out);
   }
-  const TrainResult r = trainer.run(o);
+  const TrainResult r = resume ? trainer.run(o, *resume) : trainer.run(o);
   nlohmann::json res = {{"step", r.step},
                         {"eval_loss", r.eval.loss},
                         {"eval_token_acc", r.eval.token_acc},
@@ -95,8 +145,9 @@ void run_train(const TrainArgs& a) {
                         {"train_acc", r.last_acc},
                         {"tokens_per_s", r.tokens_per_s},
                         {"seconds", r.seconds},
+                        {"skipped_steps", r.skipped_steps},
                         {"checkpoint", o.checkpoint_path}};
-  std::ofstream(out + "/result.json") << res.dump(2) << "\n";
+  atomic_write_file(out + "/result.json", res.dump(2) + "\n");
   std::cout << fmt::format("step {}/{}  eval loss {:.4f}  token acc {:.2f}%  answer acc {:.2f}%  ({} answers)\n",
                            r.step, config.steps, r.eval.loss, 100 * r.eval.token_acc, 100 * r.eval.answer_acc,
                            r.eval.answers);
@@ -108,17 +159,22 @@ void run_train(const TrainArgs& a) {
 void cmd_train_register(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* sub = app.add_subcommand("train", "Train one mixer on one synthetic task (see configs/)");
-  sub->add_option("--config", args->config, "JSON config file (keys: mixlab/train/config.h)");
+  sub->add_option("--config", args->config, "JSON config file (keys: mixlab/train/config.h; at most 1 MiB)");
   sub->add_option("--task", args->task, "Task: copy | recall | multihop (overrides the config)");
-  sub->add_option("--mixer", args->mixer, "Mixer spec, e.g. attention, local:8, resolvent:pow2");
-  sub->add_option("--steps", args->steps, "Training steps (overrides the config)")->check(CLI::PositiveNumber);
-  sub->add_option("--seed", args->seed, "Seed (overrides the config)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--mixer", args->mixer, "Mixer spec, e.g. attention, local:8, resolvent:pow2")
+      ->each([args](const std::string&) { args->mixer_given = true; });
+  sub->add_option("--steps", args->steps, "Training steps, 1 to 2^40 (overrides the config)");
+  sub->add_option("--seed", args->seed, "Seed, 0 to 2^64-1 (overrides the config)");
   sub->add_option("--set", args->sets, "Override any config key: --set d_model=128 (repeatable)");
-  sub->add_option("--out", args->out, "Output directory (default runs/train/<task>-<mixer>)");
+  sub->add_option("--out", args->out, "Output directory (default runs/train/<task>-<mixer>); locked while training");
   sub->add_option("--checkpoint", args->checkpoint, "Checkpoint path (default <out>/checkpoint.pt)");
   sub->add_option("--metrics", args->metrics, "Metrics JSONL path (default <out>/metrics.jsonl)");
   sub->add_option("--resume", args->resume, "Resume from this checkpoint (same config required)");
-  sub->add_option("--until", args->until, "Stop after this step (a checkpoint is written)")->check(CLI::PositiveNumber);
+  sub->add_option("--until", args->until, "Stop after this step (a checkpoint is written)");
+  sub->add_option("--max-memory", args->max_memory,
+                  "Refuse configs estimated to need more memory than this (bytes, or e.g. 4G; default: RAM)");
+  sub->add_option("--skip-nonfinite", args->skip_nonfinite,
+                  "Skip up to N steps with a non-finite loss/gradient instead of stopping (default 0)");
   sub->add_flag("--quiet", args->quiet, "No progress lines");
   sub->callback([args] { run_train(*args); });
 }

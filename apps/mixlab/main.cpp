@@ -1,20 +1,49 @@
 // mixlab — command-line entry point. Parses global flags, sets the thread count, dispatches to a
-// subcommand (commands.h), and turns every exception into one message and a non-zero exit.
+// subcommand (commands.h), and turns every exception into one `mixlab: error: ...` line and a
+// documented exit code (docs/RELIABILITY.md):
+//   0 success, 1 internal error (a mixlab bug or an unexpected library failure), 2 user error
+//   (bad flag, config, spec, checkpoint), 3 I/O error (cannot read/write a file, disk full, run
+//   directory locked), 4 training diverged (non-finite loss or gradient).
+#include <c10/util/Exception.h>
+
 #include <iostream>
 
 #include "commands.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
+#include "mixlab/core/parse_number.h"
 #include "mixlab/core/threads.h"
+#include "mixlab/train/trainer.h"
 #include "mixlab/version.h"
+
+namespace {
+
+// Exit codes (README.md, docs/RELIABILITY.md).
+constexpr int kExitInternal = 1;  // a mixlab bug or an unexpected library failure
+constexpr int kExitUser = 2;      // bad flag, config, spec or checkpoint (mixlab::Error)
+constexpr int kExitIo = 3;        // file unreadable/unwritable, disk full, run dir locked (IoError)
+constexpr int kExitDiverged = 4;  // non-finite loss or gradient during training (NonFiniteError)
+
+// One line: a multi-line message (CLI11's, a c10 backtrace) is folded at its first newline.
+int fail(const std::string& message, int code) {
+  std::string line = message.substr(0, message.find('\n'));
+  if (line.empty()) line = "(no message)";
+  std::cerr << "mixlab: error: " << line << "\n";
+  return code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"mixlab: design, analyse, train, decode and benchmark causal token mixers"};
   app.set_version_flag("--version", std::string("mixlab ") + MIXLAB_VERSION_STRING);
   app.require_subcommand(1);
-  int threads = 0;
-  app.add_option("--threads", threads, "Intra-op threads (default: $MIXLAB_THREADS or all cores)")
-      ->check(CLI::NonNegativeNumber);
-  app.parse_complete_callback([&] { mixlab::threads_configure(threads); });
+  std::string threads;
+  app.add_option("--threads", threads, "Intra-op threads, 1 to 4 x cores (default: $MIXLAB_THREADS or all cores)");
+  app.parse_complete_callback([&] {
+    mixlab::threads_configure(
+        threads.empty() ? 0 : static_cast<int>(mixlab::parse_int(threads, "--threads", 1, mixlab::threads_max())));
+  });
 
   mixlab::cli::cmd_analyze_register(app);
   mixlab::cli::cmd_mixers_register(app);
@@ -25,14 +54,26 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(std::string(e.what()) + " (run with --help for usage)", kExitUser);
+  } catch (const mixlab::NonFiniteError& e) {
+    return fail(e.what(), kExitDiverged);
+  } catch (const mixlab::IoError& e) {
+    return fail(e.what(), kExitIo);
   } catch (const mixlab::Error& e) {
-    std::cerr << "mixlab: error: " << e.what() << "\n";
-    return 1;
+    return fail(e.what(), kExitUser);
+  } catch (const c10::Error& e) {
+    return fail(e.what_without_backtrace(), kExitInternal);
+  } catch (const std::bad_alloc&) {
+    return fail("out of memory (try a smaller config or --max-memory)", kExitIo);
   } catch (const std::exception& e) {
-    std::cerr << "mixlab: error: " << e.what() << "\n";
-    return 1;
+    return fail(e.what(), kExitInternal);
   }
   return 0;
 }

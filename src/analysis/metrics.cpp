@@ -42,11 +42,26 @@ void RowSource::row(int64_t i, std::vector<int64_t>& out) const {
 int64_t RowSource::row_size(int64_t i) const {
   if (!cache_) return std::upper_bound(f_.begin(), f_.end(), i) - f_.begin();
   const int64_t I = i + 1;
+  const size_t K = static_cast<size_t>(std::lower_bound(f_.begin(), f_.end(), I) - f_.begin());  // f_k < I
   int64_t count = 0, last = -1;
-  for (size_t k = 0; k < f_.size() && f_[k] < I; ++k) {
-    int64_t e = a_[k] * ((I - f_[k] + a_[k] - 1) / a_[k]);
+  size_t k = 0;
+  while (k < K) {
+    if (a_[k] == 1) {
+      // A run of scales with a_k = 1 (a_k divides a_{k+1}, so such runs come first): there
+      // e_k = I - f_k, all distinct, so the run adds its length, minus one if its first element
+      // repeats the previous one. O(log K) per row instead of O(K): linear+cache at T = 2^20
+      // is near-linear instead of quadratic (issue 16 item 10).
+      const size_t end = static_cast<size_t>(std::upper_bound(a_.begin() + k, a_.begin() + K, 1) - a_.begin());
+      const int64_t first = I - f_[k];
+      count += static_cast<int64_t>(end - k) - (first == last ? 1 : 0);
+      last = I - f_[end - 1];
+      k = end;
+      continue;
+    }
+    const int64_t e = a_[k] * ((I - f_[k] + a_[k] - 1) / a_[k]);
     if (e != last) ++count;
     last = e;
+    ++k;
   }
   return count;
 }

@@ -7,17 +7,19 @@
 #include <thread>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/parse_number.h"
 
 namespace mixlab {
 
+int threads_max() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) * 4; }
+
 int threads_configure(int requested) {
   int n = requested;
-  if (n <= 0) {
+  MIXLAB_CHECK(n >= 0 && n <= threads_max(), "--threads must be an integer in [1, {}] (4 x cores), got {}",
+               threads_max(), n);
+  if (n == 0) {
     if (const char* env = std::getenv("MIXLAB_THREADS"); env && *env) {
-      char* end = nullptr;
-      long v = std::strtol(env, &end, 10);
-      MIXLAB_CHECK(end && *end == '\0' && v > 0, "MIXLAB_THREADS must be a positive integer, got '{}'", env);
-      n = static_cast<int>(v);
+      n = static_cast<int>(parse_int(env, "MIXLAB_THREADS", 1, threads_max()));
     }
   }
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

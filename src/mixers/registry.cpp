@@ -7,6 +7,8 @@
 #include "mixlab/attention/attention.h"
 #include "mixlab/brl/brl_mixer.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
+#include "mixlab/core/parse_number.h"
 #include "mixlab/psm/tpsm.h"
 #include "mixlab/resolvent/resolvent_mixer.h"
 #include "mixlab/resolvent/ssm.h"
@@ -43,16 +45,15 @@ struct FamilyRow {
   Factory create;
 };
 
+// Spec arguments are sizes (windows, state sizes, chunks): 2^24 is far above any useful one.
+constexpr int64_t kMaxSpecInt = int64_t{1} << 24;
+
 void no_args(const std::string& spec, const std::string& args, const char* family) {
   MIXLAB_CHECK(args.empty(), "mixer spec '{}': '{}' takes no arguments, got ':{}'", spec, family, args);
 }
 
 int64_t positive_arg(const std::string& spec, const std::string& args, const char* what) {
-  MIXLAB_CHECK(!args.empty() && args.find_first_not_of("0123456789") == std::string::npos && args.size() < 10,
-               "mixer spec '{}': {} must be a positive integer, got '{}'", spec, what, args);
-  int64_t v = std::stoll(args);
-  MIXLAB_CHECK(v > 0, "mixer spec '{}': {} must be > 0, got {}", spec, what, v);
-  return v;
+  return parse_positive_int(args, fmt::format("mixer spec '{}': {}", spec, what), kMaxSpecInt);
 }
 
 const FamilyRow kFamilies[] = {
@@ -158,18 +159,47 @@ const std::vector<MixerInfo>& mixer_families() {
   return infos;
 }
 
-MixerPtr mixer_create(const std::string& spec, const MixerDims& dims) {
+namespace {
+
+// The one spec grammar: "<family>" or "<family>:<args>" with non-empty args; the family
+// decides what its args mean. An empty spec, an empty family, and a ':' with nothing after it
+// ("local:", "ssm:") are errors, like "local:8:" is.
+const FamilyRow& spec_split(const std::string& spec, std::string& args) {
   MIXLAB_CHECK(!spec.empty(), "mixer spec is empty; `mixlab mixers` lists the families");
   const auto colon = spec.find(':');
   const std::string family = spec.substr(0, colon);
-  const std::string args = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  args = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  MIXLAB_CHECK(colon == std::string::npos || !args.empty(),
+               "mixer spec '{}': nothing after ':' (write '{}' for the defaults, or '{}:<args>')", spec, family,
+               family);
   for (const auto& row : kFamilies) {
-    if (row.info.family == family) return row.create(spec, args, dims);
+    if (row.info.family == family) return row;
   }
   std::vector<std::string> names;
   for (const auto& row : kFamilies) names.push_back(row.info.family);
-  MIXLAB_CHECK(false, "mixer spec '{}': unknown family '{}'; known: {}", spec, family, fmt::join(names, ", "));
-  return nullptr;
+  MIXLAB_FAIL("mixer spec '{}': unknown family '{}'; known: {}", spec, family, fmt::join(names, ", "));
+}
+
+}  // namespace
+
+MixerPtr mixer_create(const std::string& spec, const MixerDims& dims) {
+  std::string args;
+  const FamilyRow& row = spec_split(spec, args);
+  return row.create(spec, args, dims);
+}
+
+void check_mixer_spec(const std::string& spec, const MixerDims& dims) {
+  // Every family parses its arguments in its constructor, so building one layer at `dims` is the
+  // full check (pattern names, numbers, key=value items, dims constraints). With the small
+  // default dims this costs a few kilobytes; no model is built.
+  std::string args;
+  const FamilyRow& row = spec_split(spec, args);
+  try {
+    (void)row.create(spec, args, dims);
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    MIXLAB_FAIL("mixer spec '{}': {}", spec, what.substr(0, what.find('\n')));
+  }
 }
 
 }  // namespace mixlab

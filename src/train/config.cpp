@@ -1,11 +1,14 @@
 // Training config: JSON <-> TrainConfig with strict key and value checks.
 #include "mixlab/train/config.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "mixlab/core/atomic_file.h"
 #include "mixlab/core/error.h"
 
 namespace mixlab {
@@ -13,14 +16,30 @@ namespace {
 
 using json = nlohmann::json;
 
+// Integer keys are at most 2^40: larger values are typos or attacks, and products of a few keys
+// (batch x length x d_model) must not overflow int64 before config_memory_bytes refuses them.
+constexpr int64_t kConfigMaxInt = int64_t{1} << 40;
+
 // Key readers: each checks the JSON type, then the range, and names key + origin on failure.
-int64_t read_int(const json& j, const char* key, int64_t fallback, int64_t lo, const std::string& origin) {
+int64_t read_int(const json& j, const char* key, int64_t fallback, int64_t lo, const std::string& origin,
+                 int64_t hi = kConfigMaxInt) {
   if (!j.contains(key)) return fallback;
   const json& v = j.at(key);
   MIXLAB_CHECK(v.is_number_integer(), "config {}: key '{}' must be an integer, got {}", origin, key, v.dump());
-  const int64_t x = v.get<int64_t>();
-  MIXLAB_CHECK(x >= lo, "config {}: key '{}' must be >= {}, got {}", origin, key, lo, x);
+  // An unsigned value above INT64_MAX would wrap in get<int64_t>(): out of range, not negative.
+  const bool too_big = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi);
+  const int64_t x = too_big ? hi : v.get<int64_t>();
+  MIXLAB_CHECK(x >= lo, "config {}: key '{}' must be >= {}, got {}", origin, key, lo, v.dump());
+  MIXLAB_CHECK(!too_big && x <= hi, "config {}: key '{}' must be <= {} (out of range), got {}", origin, key, hi,
+               v.dump());
   return x;
+}
+uint64_t read_uint64(const json& j, const char* key, uint64_t fallback, const std::string& origin) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j.at(key);
+  MIXLAB_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0),
+               "config {}: key '{}' must be an integer in [0, 18446744073709551615], got {}", origin, key, v.dump());
+  return v.get<uint64_t>();
 }
 double read_double(const json& j, const char* key, double fallback, const std::string& origin) {
   if (!j.contains(key)) return fallback;
@@ -122,7 +141,7 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   c.beta1 = read_double(j, "beta1", c.beta1, origin);
   c.beta2 = read_double(j, "beta2", c.beta2, origin);
   c.grad_clip = read_double(j, "grad_clip", c.grad_clip, origin);
-  c.seed = static_cast<uint64_t>(read_int(j, "seed", 0, 0, origin));
+  c.seed = read_uint64(j, "seed", 0, origin);
   c.eval_batches = read_int(j, "eval_batches", c.eval_batches, 1, origin);
   c.eval_batch = read_int(j, "eval_batch", 0, 0, origin);
   if (c.eval_batch == 0) c.eval_batch = c.batch;
@@ -134,17 +153,47 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
 }
 
 TrainConfig config_load(const std::string& path) {
-  std::ifstream in(path);
-  MIXLAB_CHECK(in.good(), "config {}: cannot open the file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = file_read(path, kConfigMaxBytes, "config");
   json j;
   try {
-    j = json::parse(ss.str());
+    j = json::parse(text);
   } catch (const json::parse_error& e) {
     throw Error(fmt::format("config {}: malformed JSON: {}", path, e.what()));
   }
   return config_from_json(j, path);
+}
+
+double config_memory_bytes(const TrainConfig& c) {
+  // Rough, deliberately low: it must refuse absurd configs (batch=1e9, vocab=1e12) before
+  // LibTorch allocates, never a config that fits. All in double so no product overflows.
+  const double V = static_cast<double>(c.task.vocab), C = static_cast<double>(c.d_model);
+  const double L = static_cast<double>(c.layers), R = static_cast<double>(c.mlp_ratio);
+  const double T = static_cast<double>(task_sequence_length(c.task, c.task.length));
+  const double B = static_cast<double>(std::max(c.batch, c.eval_batch));
+  const double H = static_cast<double>(c.heads);
+  const double params = 2 * V * C + L * (4 + 2 * R) * C * C;
+  // Parameters, gradients and two Adam moments, float32.
+  const double state = 4 * params * 4;
+  // Activations kept for backward: per layer a few (B,T,C) and (B,T,R*C) tensors; logits (B,T,V).
+  double acts = B * T * (L * (6 + 2 * R) * C + 3 * V) * 4;
+  // Full attention materialises (B,H,T,T) scores per layer.
+  if (c.mixer == "attention") acts += L * B * H * T * T * 4;
+  return state + acts;
+}
+
+void config_check_memory(const TrainConfig& c, double limit_bytes, const std::string& origin,
+                         const std::string& limit_name) {
+  const double need = config_memory_bytes(c);
+  MIXLAB_CHECK(need <= limit_bytes,
+               "config {}: needs about {:.3g} GB of memory (batch {}, length {}, d_model {}, layers {}, vocab {}), "
+               "more than {} ({:.3g} GB); reduce these keys{}",
+               origin, need / 1e9, c.batch, c.task.length, c.d_model, c.layers, c.task.vocab, limit_name,
+               limit_bytes / 1e9, limit_name == "--max-memory" ? "" : " or raise --max-memory");
+}
+
+double machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 1e18;
 }
 
 json config_to_json(const TrainConfig& c) {
@@ -168,7 +217,7 @@ json config_to_json(const TrainConfig& c) {
   j["beta1"] = c.beta1;
   j["beta2"] = c.beta2;
   j["grad_clip"] = c.grad_clip;
-  j["seed"] = static_cast<int64_t>(c.seed);
+  j["seed"] = c.seed;  // uint64: a seed of 2^64-1 round-trips
   j["eval_batches"] = c.eval_batches;
   j["eval_batch"] = c.eval_batch;
   j["eval_every"] = c.eval_every;

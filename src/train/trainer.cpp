@@ -2,18 +2,30 @@
 #include "mixlab/train/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
+#include "mixlab/core/atomic_file.h"
+#include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 
 namespace mixlab {
 namespace {
 
+// The archive's own format tag (inside the payload) and the file header's magic + version.
 constexpr const char* kCheckpointFormat = "mixlab-checkpoint-1";
+constexpr const char* kCheckpointMagic = "mixlab-checkpoint";
+constexpr int kCheckpointVersion = 2;
+// A checkpoint is read whole into memory; this bounds what a wrong path can make us allocate.
+constexpr int64_t kCheckpointMaxBytes = int64_t{64} << 30;
 
 using Clock = std::chrono::steady_clock;
 
@@ -38,13 +50,41 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 
 std::string checkpoint_prefix(const std::string& path) { return fmt::format("checkpoint '{}'", path); }
 
-void archive_load(torch::serialize::InputArchive& ar, const std::string& path) {
-  {
-    std::ifstream probe(path, std::ios::binary);
-    MIXLAB_CHECK(probe.good(), "{}: cannot open the file", checkpoint_prefix(path));
+// Parses "<magic> <version> <payload bytes> <checksum hex>\n" + payload, verifies size and
+// checksum, and returns the payload (a torch archive).
+std::string checkpoint_payload(const std::string& path, const std::string& file) {
+  const auto nl = file.find('\n');
+  const std::string header = file.substr(0, std::min<size_t>(nl, 200));
+  if (file.compare(0, std::strlen(kCheckpointMagic), kCheckpointMagic) != 0 || nl == std::string::npos) {
+    const bool zip = file.size() >= 2 && file[0] == 'P' && file[1] == 'K';
+    MIXLAB_FAIL("{}: not a mixlab checkpoint ({}; expected a '{} {}' header)", checkpoint_prefix(path),
+                zip ? "a plain torch archive without mixlab's header and checksum" : "truncated or corrupt file",
+                kCheckpointMagic, kCheckpointVersion);
   }
+  char magic[32] = {0};
+  int version = 0;
+  unsigned long long size = 0, sum = 0;
+  const int got = std::sscanf(header.c_str(), "%31s %d %llu %16llx", magic, &version, &size, &sum);
+  MIXLAB_CHECK(got == 4 && std::string(magic) == kCheckpointMagic,
+               "{}: truncated or corrupt file (malformed header '{}')", checkpoint_prefix(path), header);
+  MIXLAB_CHECK(version == kCheckpointVersion,
+               "{}: checkpoint format version {} is not supported (this mixlab reads version {})",
+               checkpoint_prefix(path), version, kCheckpointVersion);
+  const size_t have = file.size() - nl - 1;
+  MIXLAB_CHECK(have == size, "{}: truncated or corrupt file (the header says {} payload bytes, the file has {})",
+               checkpoint_prefix(path), size, have);
+  const std::string_view payload(file.data() + nl + 1, have);
+  const uint64_t actual = checksum64(payload);
+  MIXLAB_CHECK(actual == sum,
+               "{}: checksum mismatch (stored {:016x}, computed {:016x}): the file is corrupt; use an earlier "
+               "checkpoint or retrain",
+               checkpoint_prefix(path), static_cast<uint64_t>(sum), actual);
+  return std::string(payload);
+}
+
+void archive_load(torch::serialize::InputArchive& ar, const std::string& path, const std::string& payload) {
   try {
-    ar.load_from(path);
+    ar.load_from(payload.data(), payload.size());
   } catch (const c10::Error& e) {
     throw Error(fmt::format("{}: not a readable checkpoint (truncated or corrupt file): {}", checkpoint_prefix(path),
                             first_line(e.what_without_backtrace())));
@@ -152,6 +192,8 @@ BatchScore batch_score(const torch::Tensor& logits, const Batch& batch) {
 
 Trainer::Trainer(TrainConfig config, MixerFactory factory) : config_(std::move(config)) {
   config_validate(config_, "(in code)");
+  // Refuse before LibTorch allocates: an absurd config must be an error, not an OOM kill.
+  config_check_memory(config_, machine_memory_bytes(), "(in code)", "this machine's memory");
   if (!factory) factory = mixer_factory_from_spec(config_.mixer);
   torch::manual_seed(config_.seed);
   model_ = std::make_shared<DecoderModel>(model_dims_for(config_), factory);
@@ -179,7 +221,21 @@ BatchScore Trainer::train_step() {
   optimizer_->zero_grad();
   BatchScore s = batch_score(model_->forward(batch.tokens), batch);
   s.loss.backward();
-  torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.grad_clip);
+  const double loss = s.loss.item<double>();
+  const double grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.grad_clip);
+  if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+    // A non-finite step must not reach the weights (or Adam's moments): no optimizer step.
+    s.finite = false;
+    if (skipped_ < skip_nonfinite_) {
+      ++skipped_;
+      ++step_;
+      return s;
+    }
+    throw NonFiniteError(fmt::format(
+        "train: non-finite {} at step {} (loss {}, gradient norm {}; key 'lr' = {:g}, lr at this step {:g}); "
+        "stopped before updating the weights",
+        std::isfinite(loss) ? "gradient" : "loss", step_ + 1, loss, grad_norm, config_.lr, lr));
+  }
   optimizer_->step();
   ++step_;
   return s;
@@ -219,7 +275,14 @@ EvalResult Trainer::evaluate() {
 }
 
 void Trainer::checkpoint_save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
+  // Never write a checkpoint that cannot be trained on: the previous finite one is kept instead.
+  for (const auto& item : model_->named_parameters()) {
+    MIXLAB_CHECK(torch::isfinite(item.value()).all().item<bool>(),
+                 "{}: not written: parameter '{}' has non-finite values at step {} (the previous checkpoint, if "
+                 "any, is kept)",
+                 checkpoint_prefix(path), item.key(), step_);
+  }
+  std::ostringstream payload;
   try {
     torch::serialize::OutputArchive ar;
     ar.write("format", c10::IValue(std::string(kCheckpointFormat)));
@@ -231,26 +294,42 @@ void Trainer::checkpoint_save(const std::string& path) const {
     ar.write("model", model_ar);
     ar.write("optimizer", optim_ar);
     ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
-    ar.save_to(tmp);
+    ar.save_to(payload);
   } catch (const c10::Error& e) {
-    std::remove(tmp.c_str());
     throw Error(
-        fmt::format("{}: cannot write '{}': {}", checkpoint_prefix(path), tmp, first_line(e.what_without_backtrace())));
+        fmt::format("{}: cannot serialise: {}", checkpoint_prefix(path), first_line(e.what_without_backtrace())));
   }
-  // rename() is atomic on POSIX: a reader sees the old file or the new one, never half a file.
-  MIXLAB_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "{}: cannot rename '{}' to it", checkpoint_prefix(path),
-               tmp);
+  const std::string body = payload.str();
+  const std::string header =
+      fmt::format("{} {} {} {:016x}\n", kCheckpointMagic, kCheckpointVersion, body.size(), checksum64(body));
+  // atomic_write_file: unique temp name, checked writes, fsync, rename, fsync of the directory.
+  atomic_write_file(path, header + body);
 }
 
-void Trainer::checkpoint_load(const std::string& path) {
+LoadedCheckpoint checkpoint_read(const std::string& path) {
+  LoadedCheckpoint c;
+  c.path = path;
+  c.payload = checkpoint_payload(path, file_read(path, kCheckpointMaxBytes, "checkpoint"));
   torch::serialize::InputArchive ar;
-  archive_load(ar, path);
-  const TrainConfig stored = archive_config(ar, path);
-  const std::string mismatch = config_resume_mismatch(stored, config_);
-  MIXLAB_CHECK(mismatch.empty(), "{}: was written with a different config: {}", checkpoint_prefix(path), mismatch);
+  archive_load(ar, path, c.payload);
+  c.config = archive_config(ar, path);
   const c10::IValue step = archive_read(ar, path, "step");
-  MIXLAB_CHECK(step.isInt() && step.toInt() >= 0 && step.toInt() <= config_.steps,
-               "{}: entry 'step' must be an integer in [0, {}]", checkpoint_prefix(path), config_.steps);
+  MIXLAB_CHECK(step.isInt() && step.toInt() >= 0 && step.toInt() <= c.config.steps,
+               "{}: entry 'step' must be an integer in [0, {}]", checkpoint_prefix(path), c.config.steps);
+  c.step = step.toInt();
+  return c;
+}
+
+void Trainer::checkpoint_load(const std::string& path) { checkpoint_load(checkpoint_read(path)); }
+
+void Trainer::checkpoint_load(const LoadedCheckpoint& c) {
+  const std::string& path = c.path;
+  const std::string mismatch = config_resume_mismatch(c.config, config_);
+  MIXLAB_CHECK(mismatch.empty(), "{}: was written with a different config: {}", checkpoint_prefix(path), mismatch);
+  MIXLAB_CHECK(c.step <= config_.steps, "{}: entry 'step' must be an integer in [0, {}]", checkpoint_prefix(path),
+               config_.steps);
+  torch::serialize::InputArchive ar;
+  archive_load(ar, path, c.payload);
   try {
     torch::serialize::InputArchive model_ar, optim_ar;
     MIXLAB_CHECK(ar.try_read("model", model_ar), "{}: missing entry 'model'", checkpoint_prefix(path));
@@ -265,26 +344,61 @@ void Trainer::checkpoint_load(const std::string& path) {
     throw Error(fmt::format("{}: cannot restore the model/optimizer state: {}", checkpoint_prefix(path),
                             first_line(e.what_without_backtrace())));
   }
-  step_ = step.toInt();
+  step_ = c.step;
 }
 
-TrainConfig checkpoint_read_config(const std::string& path) {
-  torch::serialize::InputArchive ar;
-  archive_load(ar, path);
-  return archive_config(ar, path);
+TrainConfig checkpoint_read_config(const std::string& path) { return checkpoint_read(path).config; }
+
+namespace {
+
+// Keeps the metrics lines of steps <= `step` (the checkpoint's) so a resumed run appends after
+// them without duplicates; a torn last line (a kill mid-write) is dropped too.
+void metrics_truncate_to_step(const std::string& path, int64_t step) {
+  if (::access(path.c_str(), F_OK) != 0) return;
+  const std::string text = file_read(path, int64_t{1} << 30, "metrics file");
+  std::string kept;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t nl = text.find('\n', begin);
+    if (nl == std::string::npos) break;  // torn last line
+    const std::string line = text.substr(begin, nl - begin);
+    begin = nl + 1;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step) {
+      kept += line + "\n";
+    }
+  }
+  if (kept.size() != text.size()) atomic_write_file(path, kept);
 }
+
+}  // namespace
 
 TrainResult Trainer::run(const TrainOptions& o) {
   if (!o.resume_path.empty()) checkpoint_load(o.resume_path);
+  return run_loop(o);
+}
+
+TrainResult Trainer::run(const TrainOptions& o, const LoadedCheckpoint& resume) {
+  checkpoint_load(resume);
+  return run_loop(o);
+}
+
+TrainResult Trainer::run_loop(const TrainOptions& o) {
   const int64_t until = o.until > 0 ? std::min(o.until, config_.steps) : config_.steps;
   MIXLAB_CHECK(until >= step_, "train: --until {} is before the checkpoint's step {}", until, step_);
+  MIXLAB_CHECK(o.skip_nonfinite >= 0, "train: --skip-nonfinite must be >= 0, got {}", o.skip_nonfinite);
+  skip_nonfinite_ = o.skip_nonfinite;
+  skipped_ = 0;
 
-  std::ofstream metrics;
+  AppendFile metrics;
   if (!o.metrics_path.empty()) {
-    metrics.open(o.metrics_path, o.resume_path.empty() ? std::ios::trunc : std::ios::app);
-    MIXLAB_CHECK(metrics.good(), "train: cannot open the metrics file '{}'", o.metrics_path);
+    const bool resumed = step_ > 0;
+    if (resumed) metrics_truncate_to_step(o.metrics_path, step_);
+    metrics = AppendFile(o.metrics_path, /*truncate=*/!resumed);
   }
   const std::string label = o.label.empty() ? "" : o.label + " ";
+  int64_t checkpoint_step = step_;
+  bool checkpoint_written = !o.resume_path.empty() && o.resume_path == o.checkpoint_path;
 
   TrainResult result;
   const int64_t first = step_;
@@ -294,16 +408,32 @@ TrainResult Trainer::run(const TrainOptions& o) {
   int64_t win_steps = 0, win_correct = 0, win_answer_tokens = 0;
   auto win_t0 = Clock::now();
   while (step_ < until) {
-    const BatchScore s = train_step();
+    BatchScore s;
+    try {
+      s = train_step();
+    } catch (const NonFiniteError& e) {
+      const std::string kept = o.checkpoint_path.empty() ? std::string("no checkpoint path was given")
+                               : checkpoint_written
+                                   ? fmt::format("the last checkpoint '{}' (step {}, finite parameters) is kept",
+                                                 o.checkpoint_path, checkpoint_step)
+                                   : std::string("no checkpoint was written");
+      throw NonFiniteError(
+          fmt::format("{}; {}. Lower 'lr' (or 'grad_clip'), or pass --skip-nonfinite N", e.what(), kept));
+    }
     const int64_t step_tokens = s.batch_tokens;
     tokens += step_tokens;
     window_tokens += step_tokens;
-    win_loss += s.loss.item<double>();
-    ++win_steps;
-    win_correct += s.correct_tokens;
-    win_answer_tokens += s.answer_tokens;
+    if (s.finite) {
+      win_loss += s.loss.item<double>();
+      ++win_steps;
+      win_correct += s.correct_tokens;
+      win_answer_tokens += s.answer_tokens;
+    } else {
+      result.skipped_steps = skipped_;
+      if (o.progress) std::cerr << fmt::format("{}step {}: non-finite loss or gradient, step skipped\n", label, step_);
+    }
     const bool last = step_ == until;
-    if (step_ % config_.log_every == 0 || last) {
+    if ((step_ % config_.log_every == 0 || last) && win_steps > 0) {
       const double win_s = seconds_since(win_t0);
       const double rate = win_s > 0 ? static_cast<double>(window_tokens) / win_s : 0.0;
       const double elapsed = seconds_since(t0);
@@ -320,7 +450,7 @@ TrainResult Trainer::run(const TrainOptions& o) {
                             {"acc", result.last_acc},
                             {"lr", config_lr_at(config_, step_ - 1)},
                             {"tokens_per_s", rate}};
-        metrics << j.dump() << "\n" << std::flush;
+        metrics.append_line(j.dump());
       }
       win_loss = 0;
       win_steps = 0;
@@ -338,18 +468,25 @@ TrainResult Trainer::run(const TrainOptions& o) {
                             {"eval_chain_acc", e.chain_acc},
                             {"eval_hop_acc", e.hop_acc},
                             {"eval_hop_queries", e.hop_queries}};
-        metrics << j.dump() << "\n" << std::flush;
+        metrics.append_line(j.dump());
       }
     }
     if (!o.checkpoint_path.empty() && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 && !last) {
       checkpoint_save(o.checkpoint_path);
+      checkpoint_written = true;
+      checkpoint_step = step_;
     }
   }
   result.seconds = seconds_since(t0);
   result.tokens_per_s = result.seconds > 0 ? static_cast<double>(tokens) / result.seconds : 0.0;
   result.step = step_;
+  result.skipped_steps = skipped_;
   if (!o.checkpoint_path.empty()) checkpoint_save(o.checkpoint_path);
   result.eval = evaluate();
+  if (!std::isfinite(result.eval.loss)) {
+    throw NonFiniteError(
+        fmt::format("train: the final evaluation loss is non-finite ({}) at step {}", result.eval.loss, step_));
+  }
   if (metrics.is_open()) {
     nlohmann::json j = {{"step", step_},
                         {"eval_loss", result.eval.loss},
@@ -358,7 +495,7 @@ TrainResult Trainer::run(const TrainOptions& o) {
                         {"eval_chain_acc", result.eval.chain_acc},
                         {"eval_hop_acc", result.eval.hop_acc},
                         {"eval_hop_queries", result.eval.hop_queries}};
-    metrics << j.dump() << "\n" << std::flush;
+    metrics.append_line(j.dump());
   }
   return result;
 }

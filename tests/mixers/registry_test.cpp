@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "mixlab/core/error.h"
 #include "support/gradcheck.h"
 
@@ -140,7 +142,7 @@ TEST(Registry, ErrorsNameTheSpec) {
   expect_msg("", "empty");
   expect_msg("nope", "unknown family 'nope'");
   expect_msg("attention:3", "takes no arguments");
-  expect_msg("local:0", "must be > 0");
+  expect_msg("local:0", "positive integer");
   expect_msg("local:x", "positive integer");
   expect_msg("ssm:abc", "positive integer");
   mixlab::MixerDims odd = small_dims();
@@ -153,4 +155,68 @@ TEST(Registry, ForwardRejectsBadShapes) {
   EXPECT_THROW(mixer->forward(torch::randn({2, 5, 15})), mixlab::Error);
   EXPECT_THROW(mixer->forward(torch::randn({5, 16})), mixlab::Error);
   EXPECT_THROW(mixer->forward(torch::randn({1, 0, 16})), mixlab::Error);
+}
+
+namespace {
+
+// A mixlab::Error with a one-line, non-empty message; any other exception fails the test.
+void expect_clean_rejection_or_success(const std::string& spec) {
+  try {
+    mixlab::check_mixer_spec(spec);
+  } catch (const mixlab::Error& e) {
+    const std::string m = e.what();
+    EXPECT_FALSE(m.empty()) << "spec '" << spec << "'";
+    EXPECT_EQ(m.find('\n'), std::string::npos) << "spec '" << spec << "': " << m;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "spec '" << spec << "' threw a non-mixlab exception: " << e.what();
+  }
+}
+
+}  // namespace
+
+// Issue 16 item 14: one grammar; issue 10 item 1: check_mixer_spec validates without a model.
+TEST(Registry, CheckMixerSpecGrammar) {
+  for (const auto& spec : specs_under_test()) EXPECT_NO_THROW(mixlab::check_mixer_spec(spec)) << spec;
+  for (const std::string spec :
+       {"", ":", ":8", "local:", "ssm:", "toeplitz:", "mamba:", "local:8:", "resolvent:", "resolvent:pwo2", "bogus",
+        "local:0", "local:-1", "local:99999999999999999999", "ssm:1e3", "gla:0", "attention:", "Attention"}) {
+    EXPECT_THROW(mixlab::check_mixer_spec(spec), mixlab::Error) << "'" << spec << "'";
+  }
+  try {
+    mixlab::check_mixer_spec("local:");
+  } catch (const mixlab::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing after ':'"), std::string::npos) << e.what();
+  }
+}
+
+// Fuzz: random strings and mutations of valid specs never crash and are rejected in one line.
+TEST(Registry, SpecFuzz) {
+  std::mt19937_64 rng(16);
+  const std::string alphabet = "abcdefghijklmnopqrstuvwxyz0123456789:+,=-_. \t\n\x01\xff";
+  std::vector<std::string> seeds = specs_under_test();
+  seeds.insert(seeds.end(), {"toeplitz:heads=2:kernel=3", "resolvent:offsets:1,2,5+cache", "local:8", "gla:16"});
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string s;
+    if (iter % 3 == 0) {
+      const size_t n = rng() % 24;
+      for (size_t i = 0; i < n; ++i) s += alphabet[rng() % alphabet.size()];
+    } else {
+      s = seeds[rng() % seeds.size()];
+      const int edits = 1 + static_cast<int>(rng() % 3);
+      for (int e = 0; e < edits; ++e) {
+        const size_t pos = s.empty() ? 0 : rng() % (s.size() + 1);
+        switch (rng() % 3) {
+          case 0:
+            s.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+            break;
+          case 1:
+            if (pos < s.size()) s.erase(pos, 1);
+            break;
+          default:
+            if (pos < s.size()) s[pos] = alphabet[rng() % alphabet.size()];
+        }
+      }
+    }
+    expect_clean_rejection_or_success(s);
+  }
 }

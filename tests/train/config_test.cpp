@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "mixlab/train/compare.h"
 #include "train_test_util.h"
@@ -101,6 +103,88 @@ TEST(TrainConfig, ComparePresets) {
   EXPECT_DOUBLE_EQ(p.beta2, 0.98);
   expect_error_contains([] { compare_config("huge", "copy", "attention", json::object()); }, "unknown preset 'huge'");
   EXPECT_EQ(compare_default_mixers().size(), 9u);
+}
+
+}  // namespace
+}  // namespace mixlab
+
+namespace mixlab {
+namespace {
+
+// Issue 16 items 5, 8, 12: out-of-range numbers are errors (never clamped or wrapped); seeds are
+// uint64; absurd sizes are refused by the memory estimate before anything is allocated.
+TEST(TrainConfig, NumbersOutOfRangeAreErrors) {
+  EXPECT_EQ(parse(R"({"seed": 18446744073709551615})").seed, 18446744073709551615ULL);
+  const TrainConfig round = config_from_json(config_to_json(parse(R"({"seed": 18446744073709551615})")), "rt");
+  EXPECT_EQ(round.seed, 18446744073709551615ULL);
+  expect_error_contains([] { parse(R"({"seed": -1})"); }, "key 'seed'");
+  expect_error_contains([] { parse(R"({"seed": 18446744073709551616})"); }, "key 'seed'");
+  expect_error_contains([] { parse(R"({"steps": 18446744073709551615})"); }, "key 'steps' must be <=");
+  expect_error_contains([] { parse(R"({"batch": 2199023255552})"); }, "key 'batch' must be <=");
+}
+
+TEST(TrainConfig, MemoryEstimateRefusesAbsurdConfigs) {
+  const TrainConfig small = parse("{}");
+  EXPECT_LT(config_memory_bytes(small), 1e9);
+  EXPECT_NO_THROW(config_check_memory(small, 1e9, "t", "--max-memory"));
+  for (const char* text : {R"({"batch": 1000000000})", R"({"length": 1000000000})", R"({"layers": 1000000000})",
+                           R"({"vocab": 1000000000000})", R"({"d_model": 1099511627776, "heads": 1})"}) {
+    expect_error_contains([&] { config_check_memory(parse(text), machine_memory_bytes(), "t", "this machine"); },
+                          "memory");
+  }
+  expect_error_contains([&] { config_check_memory(small, 1000, "t", "--max-memory"); }, "--max-memory");
+  // The shipped configs all fit in 8 GB.
+  for (const auto& entry : std::filesystem::directory_iterator(MIXLAB_SOURCE_DIR "/configs")) {
+    if (entry.path().extension() != ".json") continue;
+    EXPECT_LT(config_memory_bytes(config_load(entry.path().string())), 8e9) << entry.path();
+  }
+}
+
+TEST(TrainConfig, FileSizeIsBounded) {
+  expect_error_contains([] { config_load("/dev/zero"); }, "larger than the limit");
+}
+
+// Fuzz: random and mutated JSON never crashes config_from_json; every rejection is a
+// mixlab::Error with one line naming the origin.
+TEST(TrainConfig, Fuzz) {
+  std::mt19937_64 rng(1616);
+  const std::vector<std::string> seeds = {
+      R"({"task": "recall", "steps": 20, "lr": 0.001, "seed": 7, "mixer": "local:8"})",
+      R"({"vocab": 32, "length": 8, "d_model": 16, "heads": 2, "batch": 4, "curriculum": false})",
+      R"({"hop_prob": 0.25, "task": "multihop", "pairs": 4, "eval_every": 5, "log_every": 1})"};
+  const std::string alphabet = "{}[]\":,0123456789-+.eE truefalsnl\\abc_\n";
+  int accepted = 0, rejected = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string text = seeds[rng() % seeds.size()];
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t pos = rng() % (text.size() + 1);
+      switch (rng() % 3) {
+        case 0:
+          text.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        case 1:
+          if (pos < text.size()) text.erase(pos, 1);
+          break;
+        default:
+          if (pos < text.size()) text[pos] = alphabet[rng() % alphabet.size()];
+      }
+    }
+    const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) continue;  // not JSON: the file reader reports that
+    try {
+      (void)config_from_json(j, "fuzz.json");
+      ++accepted;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.find('\n'), std::string::npos) << text << "\n" << m;
+      EXPECT_NE(m.find("fuzz.json"), std::string::npos) << text << "\n" << m;
+      ++rejected;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "non-mixlab exception for " << text << ": " << e.what();
+    }
+  }
+  EXPECT_GT(rejected, 0);
 }
 
 }  // namespace

@@ -230,5 +230,56 @@ TEST(TrainTrainer, MetricsAreJsonLines) {
   std::remove(o.metrics_path.c_str());
 }
 
+// Issue 16 item 3: divergence stops before the weights change; NaN weights are never saved.
+TEST(TrainTrainer, NonFiniteStopsAndIsNeverSaved) {
+  TrainConfig c = tiny_config();
+  c.lr = 1e6;
+  c.steps = 40;
+  Trainer t(c, test_mixer_factory());
+  EXPECT_THROW(t.run(quiet()), NonFiniteError);
+  for (auto& p : t.model().parameters()) EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
+
+  TrainOptions skip = quiet();
+  skip.skip_nonfinite = 1000;
+  Trainer s(c, test_mixer_factory());
+  try {
+    const TrainResult r = s.run(skip);
+    EXPECT_GT(r.skipped_steps, 0);
+  } catch (const NonFiniteError&) {
+    // The final evaluation may itself be non-finite with weights this large: also an error.
+  }
+  EXPECT_EQ(s.step(), 40);
+
+  Trainer n(tiny_config(), test_mixer_factory());
+  {
+    torch::NoGradGuard g;
+    n.model().parameters()[0].fill_(std::numeric_limits<float>::quiet_NaN());
+  }
+  const std::string path = temp_path("nan.ckpt");
+  expect_error_contains([&] { n.checkpoint_save(path); }, {path, "non-finite"});
+  EXPECT_FALSE(std::ifstream(path).good());
+}
+
+// Issue 16 item 4: a flipped bit is a checksum mismatch; the header carries the version.
+TEST(TrainTrainer, CheckpointChecksum) {
+  const std::string path = temp_path("sum.ckpt");
+  Trainer a(tiny_config(), test_mixer_factory());
+  a.checkpoint_save(path);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_EQ(bytes.rfind("mixlab-checkpoint 2 ", 0), 0u);
+  bytes[bytes.size() - 10] ^= 0x01;
+  std::ofstream(path, std::ios::binary) << bytes;
+  expect_error_contains([&] { a.checkpoint_load(path); }, {path, "checksum mismatch"});
+  std::string v3 = bytes;
+  v3[std::string("mixlab-checkpoint ").size()] = '3';
+  std::ofstream(path, std::ios::binary) << v3;
+  expect_error_contains([&] { checkpoint_read(path); }, {path, "version 3 is not supported"});
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace mixlab

@@ -1,6 +1,9 @@
 // mixlab/mixers/registry.h — spec string -> mixer, and the list `mixlab mixers` prints.
 //
-// Spec grammar: "<family>[:<args>]", e.g. "attention", "local:8", "ssm", "resolvent:pow2+cache",
+// Spec grammar (one for every family): "<family>" or "<family>:<args>" with non-empty <args>.
+// An empty spec, an unknown family and a trailing ':' ("local:", "ssm:", "local:8:") are
+// errors. Numeric arguments are positive integers up to 2^24, parsed strictly (parse_number.h).
+// Examples: "attention", "local:8", "ssm", "resolvent:pow2+cache",
 // "toeplitz:heads=4:kernel=3", "gla". Each family is one row of the table in registry.cpp; a
 // static_assert on the table size breaks the build if a family is added to MixerFamily and not
 // to the table.
@@ -25,5 +28,10 @@ const std::vector<MixerInfo>& mixer_families();
 /// Creates a mixer from its spec. Throws mixlab::Error naming the spec for unknown families or
 /// bad arguments.
 MixerPtr mixer_create(const std::string& spec, const MixerDims& dims);
+
+/// Validates `spec` fully (family, every argument, and the constraints it puts on `dims`)
+/// without building a model; throws mixlab::Error naming the spec. The CLI calls it before
+/// touching any output (e.g. "resolvent:pwo2", "bogus" and "local:0" are rejected here).
+void check_mixer_spec(const std::string& spec, const MixerDims& dims = MixerDims{16, 2, 64});
 
 }  // namespace mixlab

@@ -14,7 +14,10 @@
 //   grad_clip 1.0, seed 0
 //   eval_batches 4, eval_batch 0 (0 = batch), eval_every 0 (0 = only at the end),
 //   log_every 10, checkpoint_every 0 (0 = only at the end)
-// Every value is checked (type and range); errors name the key and the file.
+// Every value is checked (type and range); errors name the key and the file. Integer keys are
+// at most 2^40 (seed: any uint64); a value out of range is an error, never clamped. Config files
+// are read up to kConfigMaxBytes. config_memory_bytes estimates what a run allocates, so an
+// absurd config is refused before LibTorch tries (config_check_memory).
 //
 // Not supported: nested configs, several tasks per run (use `mixlab compare`).
 #pragma once
@@ -53,6 +56,9 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;
 };
 
+/// Config files larger than this are refused (a config is a few hundred bytes).
+constexpr int64_t kConfigMaxBytes = int64_t{1} << 20;
+
 /// Default task length / pair count used when the config leaves them at 0.
 int64_t config_default_length(const std::string& task);
 int64_t config_default_pairs(const std::string& task);
@@ -69,6 +75,15 @@ void config_validate(const TrainConfig& c, const std::string& origin);
 /// The keys whose values must match for `--resume` (everything but logging/eval cadence).
 /// Returns "" when `a` and `b` agree, else a message naming the first differing key and values.
 std::string config_resume_mismatch(const TrainConfig& checkpoint, const TrainConfig& current);
+/// A rough estimate (bytes) of what training this config allocates: parameters, gradients and
+/// Adam state, plus activations (and (B,H,T,T) scores for full attention). Deliberately low.
+double config_memory_bytes(const TrainConfig& c);
+/// Throws mixlab::Error when config_memory_bytes(c) > limit_bytes; `limit_name` names the limit
+/// in the message (e.g. "--max-memory" or "this machine's memory").
+void config_check_memory(const TrainConfig& c, double limit_bytes, const std::string& origin,
+                         const std::string& limit_name);
+/// Physical memory of this machine in bytes.
+double machine_memory_bytes();
 /// Schedule: linear warmup lr*(step+1)/warmup for step < warmup, then cosine from lr to 0 at `steps`.
 double config_lr_at(const TrainConfig& c, int64_t step);
 

@@ -9,7 +9,11 @@
 // pure function of (task, seed, s) (tasks.h). With one intra-op thread, N steps in one run and
 // N/2 steps + --resume + N/2 steps give bit-identical parameters (tested).
 //
-// Checkpoint (torch::serialize archive, written to "<path>.tmp" then renamed over <path>):
+// Checkpoint file (format version 2): one header line
+//   "mixlab-checkpoint 2 <payload bytes> <FNV-1a 64 checksum of the payload, 16 hex digits>\n"
+// then the payload, a torch::serialize archive with the entries below. It is written with
+// atomic_write_file (unique temp name, checked writes, fsync, rename, fsync of the directory).
+// Loading reads the file once, checks the header, the size and the checksum, then the entries:
 //   format     "mixlab-checkpoint-1"
 //   config     the resolved config as JSON text (config_to_json)
 //   step       steps completed
@@ -17,12 +21,19 @@
 //   optimizer  AdamW state (moments, step counts, param-group options)
 //   rng        the global CPU generator state (tasks draw from their own seed streams)
 // Loading checks every entry; a missing, truncated, corrupt or mismatched file throws
-// mixlab::Error naming the file and the problem.
+// mixlab::Error naming the file and the problem. A checkpoint whose parameters are not all
+// finite is never written (checkpoint_save throws; the previous file is kept).
+//
+// Divergence: a non-finite loss or gradient norm stops the run with NonFiniteError before the
+// optimiser step, so the weights and the last checkpoint stay finite. TrainOptions::skip_nonfinite
+// lets up to N such steps be skipped instead (no update; the step counter advances).
 //
 // Progress (stderr): one line every log_every steps: step, loss, accuracy, tokens/s, ETA.
 // Metrics (JSONL, optional): {"step","loss","acc","lr","tokens_per_s","length"} per log line and
 // {"step","eval_loss","eval_acc","eval_answer_acc","eval_chain_acc","eval_hop_acc"} per evaluation
 // (eval_hop_acc: query accuracy per number of links, index 0 = direct recall; recall/multihop).
+// Each line is fdatasync'ed (AppendFile); on resume the file is first cut back to the lines of
+// steps <= the checkpoint's.
 //
 // Not supported: multiple devices, mixed precision, gradient accumulation.
 #pragma once
@@ -33,11 +44,19 @@
 #include <memory>
 #include <string>
 
+#include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/model/model.h"
 #include "mixlab/train/config.h"
 #include "mixlab/train/tasks.h"
 
 namespace mixlab {
+
+/// Training produced a non-finite loss or gradient (the CLI exits with code 4).
+class NonFiniteError : public Error {
+ public:
+  using Error::Error;
+};
 
 struct EvalResult {
   double loss = 0;        // mean cross-entropy per answer token
@@ -63,6 +82,7 @@ struct BatchScore {
   int64_t correct_chains = 0, chains = 0;         // query positions with hops >= 1
   std::vector<int64_t> hop_queries, hop_correct;  // per number of links (index), query positions
   int64_t batch_tokens = 0;                       // B*T, all positions the model processed
+  bool finite = true;                             // train_step: false when the step was skipped
 };
 BatchScore batch_score(const torch::Tensor& logits, const Batch& batch);
 
@@ -73,23 +93,39 @@ struct TrainOptions {
   int64_t until = 0;            // stop after this many completed steps (0 = config.steps)
   bool progress = true;         // progress lines on stderr
   std::string label;            // prefix of the progress lines (e.g. "attention/copy")
+  int64_t skip_nonfinite = 0;   // steps with a non-finite loss/gradient to skip before stopping
 };
 
 struct TrainResult {
-  int64_t step = 0;         // steps completed
-  double last_loss = 0;     // mean training loss over the last log window
-  double last_acc = 0;      // mean training token accuracy over the last log window
-  EvalResult eval;          // held-out evaluation at the end of the run
-  double tokens_per_s = 0;  // training tokens (B*T per step) per second, this run
-  double seconds = 0;       // wall time of the training steps of this run
+  int64_t step = 0;           // steps completed
+  double last_loss = 0;       // mean training loss over the last log window
+  double last_acc = 0;        // mean training token accuracy over the last log window
+  EvalResult eval;            // held-out evaluation at the end of the run
+  double tokens_per_s = 0;    // training tokens (B*T per step) per second, this run
+  double seconds = 0;         // wall time of the training steps of this run
+  int64_t skipped_steps = 0;  // non-finite steps skipped (TrainOptions::skip_nonfinite)
 };
+
+/// A checkpoint read once and verified (header, size, checksum, config, step): `mixlab eval` and
+/// `--resume` read the file a single time and use this.
+struct LoadedCheckpoint {
+  std::string path;
+  std::string payload;  // the torch archive bytes
+  TrainConfig config;
+  int64_t step = 0;
+};
+/// Reads and verifies a checkpoint. Throws mixlab::Error (mixlab::IoError if unreadable).
+LoadedCheckpoint checkpoint_read(const std::string& path);
 
 class Trainer {
  public:
   /// Builds the model (seeded) and optimiser. `factory` defaults to the registry for config.mixer.
   explicit Trainer(TrainConfig config, MixerFactory factory = nullptr);
 
+  /// Trains (resuming from options.resume_path if set). Throws NonFiniteError on divergence.
   TrainResult run(const TrainOptions& options);
+  /// Trains, resuming from an already read checkpoint (options.resume_path names it).
+  TrainResult run(const TrainOptions& options, const LoadedCheckpoint& resume);
   /// One optimisation step on the batch of the current step; returns its score.
   BatchScore train_step();
   /// Held-out evaluation over config.eval_batches batches of config.eval_batch rows.
@@ -98,6 +134,7 @@ class Trainer {
   void checkpoint_save(const std::string& path) const;
   /// Loads model, optimiser, step and RNG; the checkpoint's config must match (resume rules).
   void checkpoint_load(const std::string& path);
+  void checkpoint_load(const LoadedCheckpoint& checkpoint);
 
   const TrainConfig& config() const { return config_; }
   DecoderModel& model() { return *model_; }
@@ -109,6 +146,9 @@ class Trainer {
   std::shared_ptr<DecoderModel> model_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   int64_t step_ = 0;
+  int64_t skip_nonfinite_ = 0, skipped_ = 0;
+
+  TrainResult run_loop(const TrainOptions& options);
 };
 
 /// The config stored in a checkpoint (for `mixlab eval`). Throws like checkpoint_load.
