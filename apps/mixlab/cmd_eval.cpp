@@ -22,9 +22,11 @@ struct EvalArgs {
 void run_eval(const EvalArgs& a) {
   // The file is read once (a concurrent writer cannot give us the config of one checkpoint and
   // the weights of another) and verified (header, size, checksum) before anything is built.
+  // Flags first: a bad flag is reported without reading a (possibly large) file.
+  const int64_t batches = a.batches.empty() ? 0 : parse_positive_int(a.batches, "--batches", int64_t{1} << 30);
   const LoadedCheckpoint ckpt = checkpoint_read(a.checkpoint);
   TrainConfig config = ckpt.config;
-  if (!a.batches.empty()) config.eval_batches = parse_positive_int(a.batches, "--batches", int64_t{1} << 30);
+  if (batches > 0) config.eval_batches = batches;
   Trainer trainer(config);
   trainer.checkpoint_load(ckpt);
   const EvalResult r = trainer.evaluate();

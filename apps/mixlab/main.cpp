@@ -53,6 +53,20 @@ int main(int argc, char** argv) {
   mixlab::cli::cmd_compare_register(app);
 
   try {
+    // CLI11 reports an unknown command as "A subcommand is required", which does not name it.
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) commands.push_back(sub->get_name());
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--threads") {
+        ++i;
+        continue;
+      }
+      if (arg.rfind('-', 0) == 0) continue;
+      MIXLAB_CHECK(std::find(commands.begin(), commands.end(), arg) != commands.end(),
+                   "unknown command '{}' (known: {})", arg, fmt::join(commands, ", "));
+      break;
+    }
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

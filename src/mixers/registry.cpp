@@ -166,6 +166,12 @@ namespace {
 // ("local:", "ssm:") are errors, like "local:8:" is.
 const FamilyRow& spec_split(const std::string& spec, std::string& args) {
   MIXLAB_CHECK(!spec.empty(), "mixer spec is empty; `mixlab mixers` lists the families");
+  // Specs are printable text; rejecting control bytes first keeps every later message (which
+  // quotes the spec) on one line.
+  for (size_t i = 0; i < spec.size(); ++i) {
+    const auto c = static_cast<unsigned char>(spec[i]);
+    MIXLAB_CHECK(c >= 0x20 && c != 0x7F, "mixer spec has a control character (byte {:#04x}) at offset {}", c, i);
+  }
   const auto colon = spec.find(':');
   const std::string family = spec.substr(0, colon);
   args = colon == std::string::npos ? "" : spec.substr(colon + 1);

@@ -133,10 +133,16 @@ TEST(TrainConfig, MemoryEstimateRefusesAbsurdConfigs) {
                           "memory");
   }
   expect_error_contains([&] { config_check_memory(small, 1000, "t", "--max-memory"); }, "--max-memory");
-  // The shipped configs all fit in 8 GB.
+  // The shipped configs fit in 8 GB, except the paper-scale ones (seed 000 App. C.3: batch 1024,
+  // vocab 8192 — GPU budgets), which the estimate must flag rather than let run out of memory.
   for (const auto& entry : std::filesystem::directory_iterator(MIXLAB_SOURCE_DIR "/configs")) {
     if (entry.path().extension() != ".json") continue;
-    EXPECT_LT(config_memory_bytes(config_load(entry.path().string())), 8e9) << entry.path();
+    const double bytes = config_memory_bytes(config_load(entry.path().string()));
+    if (entry.path().filename().string().find("paper") != std::string::npos) {
+      EXPECT_GT(bytes, 8e9) << entry.path();
+    } else {
+      EXPECT_LT(bytes, 8e9) << entry.path();
+    }
   }
 }
 
