@@ -40,7 +40,7 @@ void run_eval(const EvalArgs& a) {
                         {"mixer", config.mixer},
                         {"step", trainer.step()},
                         {"loss", r.loss},
-                        {"token_acc", r.token_acc},
+                        {"eval_token_acc", r.token_acc},
                         {"answer_acc", r.answer_acc},
                         {"answers", r.answers},
                         {"answer_tokens", r.answer_tokens},

@@ -6,6 +6,7 @@
 
 #include "mixlab/brl/brl_mixer.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 
 namespace mixlab {
 namespace {
@@ -65,15 +66,14 @@ BrlOptions brl_options_parse(const std::string& spec, const std::string& args) {
       } else if (value == "relu2") {
         o.attn = BrlAttn::kRelu2;
       } else {
-        MIXLAB_CHECK(false, "mixer spec '{}': brl key 'attn' must be softmax, laplace or relu2, got '{}'", spec, value);
+        MIXLAB_FAIL("mixer spec '{}': brl key 'attn' must be softmax, laplace or relu2, got '{}'", spec, value);
       }
     } else if (key == "diff") {
       MIXLAB_CHECK(value == "0" || value == "1", "mixer spec '{}': brl key 'diff' must be 0 or 1, got '{}'", spec,
                    value);
       o.diff = value == "1";
     } else {
-      MIXLAB_CHECK(false, "mixer spec '{}': unknown brl key '{}'; known: w, m, block, beta, lambda, attn, diff", spec,
-                   key);
+      MIXLAB_FAIL("mixer spec '{}': unknown brl key '{}'; known: w, m, block, beta, lambda, attn, diff", spec, key);
     }
   }
   if (o.block == 0) o.block = o.window;

@@ -1,6 +1,7 @@
 #include "mixlab/core/tensor_checks.h"
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 
 namespace mixlab {
 
@@ -27,8 +28,7 @@ void check_shape(const char* fn, const char* name, const at::Tensor& t, const st
   if (!ok) {
     std::vector<std::string> want;
     for (auto e : expected) want.push_back(e < 0 ? std::string("*") : std::to_string(e));
-    MIXLAB_CHECK(false, "{}: {} must have shape {} = [{}], got {}", fn, name, letters, fmt::join(want, ","),
-                 shape_string(t));
+    MIXLAB_FAIL("{}: {} must have shape {} = [{}], got {}", fn, name, letters, fmt::join(want, ","), shape_string(t));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 
 namespace mixlab {
 namespace {
@@ -143,7 +144,7 @@ Gpt2Bpe Gpt2Bpe::load(const std::string& dir) {
   try {
     enc = nlohmann::json::parse(read_file(enc_path));
   } catch (const nlohmann::json::exception& e) {
-    MIXLAB_CHECK(false, "Gpt2Bpe: '{}' is not valid JSON: {}", enc_path, e.what());
+    MIXLAB_FAIL("Gpt2Bpe: '{}' is not valid JSON: {}", enc_path, e.what());
   }
   MIXLAB_CHECK(enc.is_object() && !enc.empty(), "Gpt2Bpe: '{}' must be a JSON object of token -> id", enc_path);
   t.id_to_token_.resize(enc.size());

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 
 namespace mixlab {
 namespace {
@@ -91,10 +92,10 @@ Pattern Pattern::parse(const std::string& spec_in) {
       start = comma + 1;
     }
   } else {
-    MIXLAB_CHECK(false,
-                 "pattern spec '{}': unknown kind '{}'; expected one of causal, band:W, dense, order:K, pow2, square, "
-                 "linear, offsets:1,2,...",
-                 spec, name);
+    MIXLAB_FAIL(
+        "pattern spec '{}': unknown kind '{}'; expected one of causal, band:W, dense, order:K, pow2, square, "
+        "linear, offsets:1,2,...",
+        spec, name);
   }
   if (p.cache_) {
     MIXLAB_CHECK(p.translation_invariant_family(),

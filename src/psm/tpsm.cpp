@@ -6,6 +6,7 @@
 #include <set>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
@@ -62,10 +63,10 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
                    "tpsm spec '{}': identity must be zeros or learned, got '{}'", args_spec, value);
       o.identity = value == "learned" ? TpsmIdentity::kLearned : TpsmIdentity::kZeros;
     } else {
-      MIXLAB_CHECK(false,
-                   "tpsm spec '{}': unknown key '{}'; known: c, d, agg_d, inf_d, agg_heads, agg_layers, inf_heads, "
-                   "inf_layers, compress, identity",
-                   args_spec, key);
+      MIXLAB_FAIL(
+          "tpsm spec '{}': unknown key '{}'; known: c, d, agg_d, inf_d, agg_heads, agg_layers, inf_heads, "
+          "inf_layers, compress, identity",
+          args_spec, key);
     }
   }
   return o;

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/resolvent/resolvent.h"
 
@@ -257,7 +258,7 @@ std::unique_ptr<ResolventState> ResolventState::load(std::istream& in) {
       read_rows("extra" + std::to_string(k), st->extras_[k], layout.extra_dims[k]);
     return st;
   } catch (const c10::Error& e) {
-    MIXLAB_CHECK(false, "{}: malformed state stream: {}", fn, e.what_without_backtrace());
+    MIXLAB_FAIL("{}: malformed state stream: {}", fn, e.what_without_backtrace());
   }
   return nullptr;
 }

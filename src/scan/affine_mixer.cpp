@@ -6,6 +6,7 @@
 
 #include "affine_step.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
@@ -326,8 +327,7 @@ MixerPtr affine_mixer_create(const std::string& name, const std::string& spec, c
     }
     return std::make_shared<AffineMixer>(row.member, dims, chunk);
   }
-  MIXLAB_CHECK(false, "mixer spec '{}': '{}' is not an affine member", spec, name);
-  return nullptr;
+  MIXLAB_FAIL("mixer spec '{}': '{}' is not an affine member", spec, name);
 }
 
 }  // namespace mixlab

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/scan/scan.h"
 
 namespace mixlab {
@@ -20,7 +21,7 @@ void scan_counter_save_tensors(const std::string& path, int64_t count, const std
   try {
     archive.save_to(path);
   } catch (const c10::Error& e) {
-    MIXLAB_CHECK(false, "scan_counter_save: cannot write '{}': {}", path, e.what_without_backtrace());
+    MIXLAB_FAIL("scan_counter_save: cannot write '{}': {}", path, e.what_without_backtrace());
   }
 }
 
@@ -43,7 +44,7 @@ SavedCounterTensors scan_counter_load_tensors(const std::string& path) {
       out.folds.push_back(fold);
     }
   } catch (const c10::Error& e) {
-    MIXLAB_CHECK(false, "scan_counter_load: cannot read counter from '{}': {}", path, e.what_without_backtrace());
+    MIXLAB_FAIL("scan_counter_load: cannot read counter from '{}': {}", path, e.what_without_backtrace());
   }
   return out;
 }

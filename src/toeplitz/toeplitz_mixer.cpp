@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
@@ -48,7 +49,7 @@ ToeplitzMixerOptions toeplitz_mixer_options_parse(const std::string& args_spec) 
       opts.kernel = parse_positive(args_spec, key, value);
       seen_kernel = true;
     } else {
-      MIXLAB_CHECK(false, "toeplitz spec '{}': unknown key '{}' (known: heads, kernel)", args_spec, key);
+      MIXLAB_FAIL("toeplitz spec '{}': unknown key '{}' (known: heads, kernel)", args_spec, key);
     }
   }
   // A trailing ':' leaves an empty last item that getline drops: reject it explicitly.

@@ -114,8 +114,8 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
       "mixer,ran,note,structure,pattern,cost_class,analysis_T,time_per_token,cache,shortest_path,"
       "congestion";
   for (const auto& t : rep.tasks)
-    csv += "," + t + "_token_acc," + t + "_answer_acc," + t + "_chain_acc," + t + "_token_acc_min," + t +
-           "_token_acc_max," + t + "_chain_acc_min," + t + "_chain_acc_max";
+    csv += "," + t + "_eval_token_acc," + t + "_answer_acc," + t + "_chain_acc," + t + "_eval_token_acc_min," + t +
+           "_eval_token_acc_max," + t + "_chain_acc_min," + t + "_chain_acc_max";
   csv += ",train_tokens_per_s,decode_us_per_token,parameters,train_seconds\n";
   auto quote = [](const std::string& s) {
     std::string q = "\"";
@@ -134,12 +134,12 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"cache", r.cache_max},
               {"shortest_path", r.shortest},
               {"congestion", r.congestion},
-              {"token_acc", r.token_acc},
+              {"eval_token_acc", r.token_acc},
               {"answer_acc", r.answer_acc},
               {"eval_loss", r.eval_loss},
               {"chain_acc", r.chain_acc},
               {"seeds", rep.seeds},
-              {"token_acc_seeds", r.token_acc_seeds},
+              {"eval_token_acc_seeds", r.token_acc_seeds},
               {"chain_acc_seeds", r.chain_acc_seeds},
               {"hop_acc", r.hop_acc},
               {"train_tokens_per_s", r.train_tokens_per_s},

@@ -14,6 +14,7 @@
 #include "mixlab/analysis/analyze.h"
 #include "mixlab/analysis/format.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/mixers/registry.h"
 #include "mixlab/train/compare.h"
 #include "mixlab/train/trainer.h"
@@ -42,7 +43,7 @@ void check_run_spec(const TrainConfig& c) {
     dims.max_len = task_sequence_length(c.task, c.task.length);
     mixer_create(c.mixer, dims);
   } catch (const Error& e) {
-    MIXLAB_CHECK(false, "compare: mixer '{}' (task {}): {}", c.mixer, c.task.name, e.what());
+    MIXLAB_FAIL("compare: mixer '{}' (task {}): {}", c.mixer, c.task.name, e.what());
   }
 }
 

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
 #include "mixlab/data/textcopy.h"
 #include "mixlab/train/mqar.h"
 #include "mixlab/train/task_rng.h"
@@ -81,10 +82,10 @@ const Corpus& task_text_corpus() {
       if (std::filesystem::is_directory(dir, ec)) return Corpus::load_brown(dir);
       tried.push_back(dir);
     }
-    MIXLAB_CHECK(false,
-                 "task textcopy: no corpus found (set MIXLAB_DATA_DIR, or run from the repository root where "
-                 "data/brown (scripts/setup.sh) or data/sample exists); tried {}",
-                 fmt::join(tried, ", "));
+    MIXLAB_FAIL(
+        "task textcopy: no corpus found (set MIXLAB_DATA_DIR, or run from the repository root where "
+        "data/brown (scripts/setup.sh) or data/sample exists); tried {}",
+        fmt::join(tried, ", "));
     return Corpus::from_documents({});
   }();
   return corpus;

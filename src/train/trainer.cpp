@@ -12,6 +12,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "mixlab/analysis/format.h"
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
@@ -37,12 +38,6 @@ std::string format_duration(double s) {
   if (t >= 3600) return fmt::format("{}h{:02d}m", t / 3600, (t % 3600) / 60);
   if (t >= 60) return fmt::format("{}m{:02d}s", t / 60, t % 60);
   return fmt::format("{}s", t);
-}
-
-std::string format_rate(double r) {
-  if (r >= 1e6) return fmt::format("{:.2f}M", r / 1e6);
-  if (r >= 1e3) return fmt::format("{:.1f}k", r / 1e3);
-  return fmt::format("{:.0f}", r);
 }
 
 // First line of a c10::Error message (the rest is a C++ backtrace, useless to a user).
@@ -463,7 +458,7 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
       if (metrics.is_open()) {
         nlohmann::json j = {{"step", step_},
                             {"eval_loss", e.loss},
-                            {"eval_acc", e.token_acc},
+                            {"eval_token_acc", e.token_acc},
                             {"eval_answer_acc", e.answer_acc},
                             {"eval_chain_acc", e.chain_acc},
                             {"eval_hop_acc", e.hop_acc},
@@ -490,7 +485,7 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   if (metrics.is_open()) {
     nlohmann::json j = {{"step", step_},
                         {"eval_loss", result.eval.loss},
-                        {"eval_acc", result.eval.token_acc},
+                        {"eval_token_acc", result.eval.token_acc},
                         {"eval_answer_acc", result.eval.answer_acc},
                         {"eval_chain_acc", result.eval.chain_acc},
                         {"eval_hop_acc", result.eval.hop_acc},

@@ -98,7 +98,7 @@ TEST(TrainCli, TrainResumeEval) {
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["step"], 4);
   EXPECT_EQ(j["mixer"], "attention");
-  EXPECT_DOUBLE_EQ(j["token_acc"].get<double>(), result["eval_token_acc"].get<double>());
+  EXPECT_DOUBLE_EQ(j["eval_token_acc"].get<double>(), result["eval_token_acc"].get<double>());
   r = run_mixlab("eval --checkpoint " + dir + "/checkpoint.pt");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("attention on copy (step 4/4)"), std::string::npos) << r.output;
@@ -149,7 +149,7 @@ TEST(TrainCli, CompareWritesTableCsvJsonPng) {
   EXPECT_EQ(j["rows"][0]["mixer"], "attention");
   EXPECT_TRUE(j["rows"][0]["ran"].get<bool>());
   EXPECT_EQ(j["rows"][0]["pattern"], "causal");
-  EXPECT_TRUE(j["rows"][0]["token_acc"].contains("multihop"));
+  EXPECT_TRUE(j["rows"][0]["eval_token_acc"].contains("multihop"));
   EXPECT_TRUE(j["rows"][0]["eval_loss"].contains("multihop"));
   EXPECT_EQ(j["jobs"], 1);  // the tests run mixlab with --threads 1
   EXPECT_TRUE(j["rows"][1]["ran"].get<bool>());
@@ -157,7 +157,7 @@ TEST(TrainCli, CompareWritesTableCsvJsonPng) {
   std::ifstream csv(dir + "/compare.csv");
   std::string header;
   std::getline(csv, header);
-  EXPECT_NE(header.find("copy_token_acc"), std::string::npos) << header;
+  EXPECT_NE(header.find("copy_eval_token_acc"), std::string::npos) << header;
   EXPECT_NE(header.find("multihop_chain_acc"), std::string::npos) << header;
 }
 

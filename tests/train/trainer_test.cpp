@@ -223,7 +223,7 @@ TEST(TrainTrainer, MetricsAreJsonLines) {
   while (std::getline(in, line)) {
     const auto j = nlohmann::json::parse(line);
     if (j.contains("loss")) ++train_lines;
-    if (j.contains("eval_acc")) ++eval_lines;
+    if (j.contains("eval_token_acc")) ++eval_lines;
   }
   EXPECT_EQ(train_lines, 4);  // steps 2, 4, 6, 8
   EXPECT_EQ(eval_lines, 2);   // step 4 and the final evaluation

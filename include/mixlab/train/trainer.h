@@ -30,7 +30,7 @@
 //
 // Progress (stderr): one line every log_every steps: step, loss, accuracy, tokens/s, ETA.
 // Metrics (JSONL, optional): {"step","loss","acc","lr","tokens_per_s","length"} per log line and
-// {"step","eval_loss","eval_acc","eval_answer_acc","eval_chain_acc","eval_hop_acc"} per evaluation
+// {"step","eval_loss","eval_token_acc","eval_answer_acc","eval_chain_acc","eval_hop_acc"} per evaluation
 // (eval_hop_acc: query accuracy per number of links, index 0 = direct recall; recall/multihop).
 // Each line is fdatasync'ed (AppendFile); on resume the file is first cut back to the lines of
 // steps <= the checkpoint's.
