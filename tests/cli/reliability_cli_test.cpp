@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/run_command.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -25,24 +27,10 @@ namespace fs = std::filesystem;
 
 constexpr int kExitUser = 2, kExitIo = 3, kExitDiverged = 4;
 
-struct RunResult {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
 // Runs `env mixlab args`; `env` is a prefix of VAR=value words (may be empty).
 RunResult run_env(const std::string& env, const std::string& args, bool threads = true) {
   const std::string binary = MIXLAB_BINARY_DIR "/mixlab";
-  RunResult r;
-  const std::string cmd = env + " " + binary + (threads ? " --threads 1 " : " ") + args + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t got;
-  while ((got = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), got);
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return run_command(env + " " + binary + (threads ? " --threads 1 " : " ") + args + " 2>&1");
 }
 RunResult run(const std::string& args) { return run_env("", args); }
 
