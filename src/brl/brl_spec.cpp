@@ -1,30 +1,20 @@
 // Parsing of the brl spec arguments: "w=8:m=8:beta=0.5", every key checked and named in errors.
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <set>
 
 #include "mixlab/brl/brl_mixer.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
+#include "mixlab/core/parse_number.h"
 
 namespace mixlab {
 namespace {
 
-int64_t parse_int(const std::string& spec, const std::string& key, const std::string& value) {
-  MIXLAB_CHECK(!value.empty() && value.size() < 10 && value.find_first_not_of("-0123456789") == std::string::npos,
-               "mixer spec '{}': brl key '{}' must be an integer, got '{}'", spec, key, value);
-  return std::stoll(value);
+int64_t parse_count(const std::string& spec, const std::string& key, const std::string& value) {
+  return parse_positive_int(value, fmt::format("mixer spec '{}': brl key {}", spec, key), int64_t{1} << 24);
 }
 
 double parse_real(const std::string& spec, const std::string& key, const std::string& value) {
-  const char* begin = value.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(begin, &end);
-  MIXLAB_CHECK(!value.empty() && end == begin + value.size() && errno == 0 && std::isfinite(v),
-               "mixer spec '{}': brl key '{}' must be a real number, got '{}'", spec, key, value);
-  return v;
+  return parse_double(value, fmt::format("mixer spec '{}': brl key '{}'", spec, key));
 }
 
 }  // namespace
@@ -44,14 +34,11 @@ BrlOptions brl_options_parse(const std::string& spec, const std::string& args) {
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     MIXLAB_CHECK(seen.insert(key).second, "mixer spec '{}': brl key '{}' is given twice", spec, key);
     if (key == "w") {
-      o.window = parse_int(spec, key, value);
-      MIXLAB_CHECK(o.window > 0, "mixer spec '{}': brl key 'w' (window) must be > 0, got {}", spec, o.window);
+      o.window = parse_count(spec, "'w' (window)", value);
     } else if (key == "m") {
-      o.slots = parse_int(spec, key, value);
-      MIXLAB_CHECK(o.slots > 0, "mixer spec '{}': brl key 'm' (compressed tokens) must be > 0, got {}", spec, o.slots);
+      o.slots = parse_count(spec, "'m' (compressed tokens)", value);
     } else if (key == "block") {
-      o.block = parse_int(spec, key, value);
-      MIXLAB_CHECK(o.block > 0, "mixer spec '{}': brl key 'block' (history length) must be > 0, got {}", spec, o.block);
+      o.block = parse_count(spec, "'block' (history length)", value);
     } else if (key == "beta") {
       o.beta = parse_real(spec, key, value);
       MIXLAB_CHECK(o.beta >= 0.0 && o.beta <= 1.0, "mixer spec '{}': brl key 'beta' must be in [0, 1], got {}", spec,

@@ -7,21 +7,15 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
+#include "mixlab/core/parse_number.h"
 
 namespace mixlab {
 namespace {
 
+// Pattern arguments share the one strict parser of core; the bound is the longest pattern.
 int64_t parse_positive(const std::string& spec, const std::string& what, const std::string& text) {
   MIXLAB_CHECK(!text.empty(), "pattern spec '{}': {} is empty, expected a positive integer", spec, what);
-  for (char c : text) {
-    MIXLAB_CHECK(std::isdigit(static_cast<unsigned char>(c)),
-                 "pattern spec '{}': {} must be a positive integer, got '{}'", spec, what, text);
-  }
-  MIXLAB_CHECK(text.size() <= 12, "pattern spec '{}': {} = {} is too large (limit {})", spec, what, text, kPatternMaxT);
-  int64_t v = std::stoll(text);
-  MIXLAB_CHECK(v > 0, "pattern spec '{}': {} must be > 0, got {}", spec, what, v);
-  MIXLAB_CHECK(v <= kPatternMaxT, "pattern spec '{}': {} = {} exceeds the limit {}", spec, what, v, kPatternMaxT);
-  return v;
+  return parse_positive_int(text, fmt::format("pattern spec '{}': {}", spec, what), kPatternMaxT);
 }
 
 }  // namespace

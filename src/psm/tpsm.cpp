@@ -7,17 +7,14 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
+#include "mixlab/core/parse_number.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
 namespace {
 
 int64_t parse_count(const std::string& spec, const std::string& key, const std::string& value, int64_t min) {
-  MIXLAB_CHECK(!value.empty() && value.find_first_not_of("0123456789") == std::string::npos && value.size() < 10,
-               "tpsm spec '{}': {} must be an integer >= {}, got '{}'", spec, key, min, value);
-  const int64_t v = std::stoll(value);
-  MIXLAB_CHECK(v >= min, "tpsm spec '{}': {} must be >= {}, got {}", spec, key, min, v);
-  return v;
+  return parse_int(value, fmt::format("tpsm spec '{}': {}", spec, key), min, int64_t{1} << 24);
 }
 
 }  // namespace

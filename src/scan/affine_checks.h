@@ -73,4 +73,24 @@ inline void affine_check_state(const char* fn, const at::Tensor& state, int64_t 
   check_cpu(fn, "state", state);
 }
 
+/// The time axis of a chunked kernel: T tokens cut into n chunks of C, the last one padded with
+/// zeros (each kernel says why a zero token leaves its state unchanged).
+struct ChunkGrid {
+  int64_t B = 0, H = 0, T = 0, C = 0, n = 0, pad = 0;
+  ChunkGrid(const AffineDims& d, int64_t chunk)
+      : B(d.B), H(d.H), T(d.T), C(chunk), n((d.T + chunk - 1) / chunk), pad(n * chunk - d.T) {}
+  /// (B,H,T,D) -> (B,H,n,C,D), dense: layers pass permuted views and matmul wants contiguous.
+  at::Tensor split(const at::Tensor& t, int64_t D) const {
+    auto p = pad ? at::constant_pad_nd(t, {0, 0, 0, pad}) : t;
+    return p.reshape({B, H, n, C, D}).contiguous();
+  }
+  /// (B,H,T) -> (B,H,n,C).
+  at::Tensor split_scalars(const at::Tensor& t) const {
+    auto p = pad ? at::constant_pad_nd(t, {0, pad}) : t;
+    return p.reshape({B, H, n, C});
+  }
+  /// (B,H,n*C,D) -> (B,H,T,D): drops the padding.
+  at::Tensor join(const at::Tensor& t, int64_t D) const { return t.reshape({B, H, n * C, D}).narrow(2, 0, T); }
+};
+
 }  // namespace mixlab::detail

@@ -48,16 +48,11 @@ AffineResult delta_rule_chunked(const at::Tensor& q, const at::Tensor& k, const 
   const int64_t B = d.B, H = d.H, T = d.T, Dk = d.Dk, Dv = d.Dv, C = chunk;
   at::Tensor state = detail::affine_initial_or_zeros(initial_state, d, q);
   if (T == 0) return {torch::zeros({B, H, 0, Dv}, q.options()), state};
-  const int64_t n = (T + C - 1) / C, pad = n * C - T;
+  const detail::ChunkGrid grid(d, C);
+  const int64_t n = grid.n;
   // Padding tokens: k = v = q = 0, beta = 0, alpha = 1: the state passes through unchanged.
-  auto chunks = [&](const at::Tensor& t, int64_t D) {
-    auto p = pad ? at::constant_pad_nd(t, {0, 0, 0, pad}) : t;
-    return p.reshape({B, H, n, C, D}).contiguous();  // layers pass permuted views; matmul wants dense
-  };
-  auto scalars = [&](const at::Tensor& t) {
-    auto p = pad ? at::constant_pad_nd(t, {0, pad}) : t;
-    return p.reshape({B, H, n, C});
-  };
+  auto chunks = [&](const at::Tensor& t, int64_t D) { return grid.split(t, D); };
+  auto scalars = [&](const at::Tensor& t) { return grid.split_scalars(t); };
   auto qc = chunks(q, Dk), kc = chunks(k, Dk), vc = chunks(v, Dv);
   auto bc = scalars(beta);                                                               // (B,H,n,C)
   auto G = log_alpha.defined() ? scalars(log_alpha).cumsum(-1) : torch::zeros_like(bc);  // log gamma_t, <= 0
@@ -94,7 +89,7 @@ AffineResult delta_rule_chunked(const at::Tensor& q, const at::Tensor& k, const 
     outs.push_back(torch::matmul(qgs[c], state) + torch::matmul(qks[c], u));
     state = carries[c] * state + torch::matmul(kdecs[c].transpose(-1, -2), u);
   }
-  return {torch::stack(outs, 2).reshape({B, H, n * C, Dv}).narrow(2, 0, T), state};
+  return {grid.join(torch::stack(outs, 2), Dv), state};
 }
 
 AffineStep delta_rule_step(const at::Tensor& state, const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,

@@ -59,12 +59,10 @@ AffineResult diag_decay_chunked(const at::Tensor& q, const at::Tensor& k, const 
   const int64_t B = d.B, H = d.H, T = d.T, Dk = d.Dk, Dv = d.Dv, C = chunk;
   at::Tensor state = detail::affine_initial_or_zeros(initial_state, d, q);
   if (T == 0) return {torch::zeros({B, H, 0, Dv}, q.options()), state};
-  const int64_t n = (T + C - 1) / C, pad = n * C - T;
+  const detail::ChunkGrid grid(d, C);
+  const int64_t n = grid.n;
   // Padding tokens have k = v = 0 and g = 0: they neither write nor decay the state.
-  auto chunks = [&](const at::Tensor& t, int64_t D) {
-    auto p = pad ? at::constant_pad_nd(t, {0, 0, 0, pad}) : t;
-    return p.reshape({B, H, n, C, D}).contiguous();  // layers pass permuted views; matmul wants dense
-  };
+  auto chunks = [&](const at::Tensor& t, int64_t D) { return grid.split(t, D); };
   auto qc = chunks(q, Dk), kc = chunks(k, Dk), vc = chunks(v, Dv);  // (B,H,n,C,D)
   // Log decays in float64 (ATen's acc_type idea): every decay factor below is exp(b_t - b_j), a
   // difference of two cumulative sums from the chunk start. In float32 the sums reach |b| ~ C|g|
@@ -136,7 +134,7 @@ AffineResult diag_decay_chunked(const at::Tensor& q, const at::Tensor& k, const 
     state = carries[static_cast<size_t>(c)] * state + chunk_writes[static_cast<size_t>(c)];
   }
   o = o + torch::matmul(qc * b_q, torch::stack(starts, 2));
-  return {o.reshape({B, H, n * C, Dv}).narrow(2, 0, T), state};
+  return {grid.join(o, Dv), state};
 }
 
 // ---- recurrent ------------------------------------------------------------------------------

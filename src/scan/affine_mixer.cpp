@@ -7,6 +7,7 @@
 #include "affine_step.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
+#include "mixlab/core/parse_number.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
@@ -320,11 +321,7 @@ MixerPtr affine_mixer_create(const std::string& name, const std::string& spec, c
   for (const auto& row : kMembers) {
     if (name != row.name) continue;
     int64_t chunk = 64;
-    if (!args.empty()) {
-      MIXLAB_CHECK(args.find_first_not_of("0123456789") == std::string::npos && args.size() < 7,
-                   "mixer spec '{}': chunk must be a positive integer, got '{}'", spec, args);
-      chunk = std::stoll(args);
-    }
+    if (!args.empty()) chunk = parse_positive_int(args, fmt::format("mixer spec '{}': chunk", spec), 999999);
     return std::make_shared<AffineMixer>(row.member, dims, chunk);
   }
   MIXLAB_FAIL("mixer spec '{}': '{}' is not an affine member", spec, name);

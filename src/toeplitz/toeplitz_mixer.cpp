@@ -2,13 +2,12 @@
 #include "mixlab/toeplitz/toeplitz_mixer.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <sstream>
 #include <vector>
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
+#include "mixlab/core/parse_number.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
@@ -17,13 +16,7 @@ namespace {
 
 int64_t parse_positive(const std::string& args_spec, const std::string& key, const std::string& value) {
   MIXLAB_CHECK(!value.empty(), "toeplitz spec '{}': '{}' needs a value, e.g. {}=4", args_spec, key, key);
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(value.c_str(), &end, 10);
-  MIXLAB_CHECK(errno == 0 && end && *end == '\0', "toeplitz spec '{}': {}='{}' is not an integer", args_spec, key,
-               value);
-  MIXLAB_CHECK(v > 0, "toeplitz spec '{}': {} must be positive, got {}", args_spec, key, v);
-  return static_cast<int64_t>(v);
+  return parse_positive_int(value, fmt::format("toeplitz spec '{}': {}", args_spec, key), int64_t{1} << 24);
 }
 
 }  // namespace

@@ -48,19 +48,19 @@ TEST(BrlSpec, ErrorsNameTheKey) {
     frags.push_back("brl:" + args);
     expect_error([&] { brl_options_parse("brl:" + args, args); }, frags);
   };
-  bad("w=0", {"'w'", "> 0", "got 0"});
-  bad("w=-3", {"'w'", "> 0"});
-  bad("m=0", {"'m'", "> 0"});
+  bad("w=0", {"'w'", "positive integer", "got 0"});
+  bad("w=-3", {"'w'", "positive integer"});
+  bad("m=0", {"'m'", "positive integer"});
   bad("w=4:m=x", {"'m'", "integer", "'x'"});
   bad("beta=1.5", {"'beta'", "[0, 1]", "1.5"});
   bad("beta=-0.1", {"'beta'", "[0, 1]"});
-  bad("beta=abc", {"'beta'", "real number"});
+  bad("beta=abc", {"'beta'", "must be a number"});
   bad("foo=1", {"unknown brl key 'foo'", "known: w, m"});
   bad("attn=gelu", {"'attn'", "softmax, laplace or relu2", "'gelu'"});
   bad("diff=2", {"'diff'", "0 or 1"});
   bad("w", {"key=value", "'w'"});
   bad("w=3:w=4", {"'w'", "twice"});
-  bad("block=0", {"'block'", "> 0"});
+  bad("block=0", {"'block'", "positive integer"});
 }
 
 struct Case {

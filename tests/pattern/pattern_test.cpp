@@ -107,11 +107,11 @@ TEST(Pattern, CanonicalSpecRoundTrips) {
 TEST(Pattern, InvalidSpecsNameTheProblem) {
   expect_error("", "empty");
   expect_error("foo", "unknown kind 'foo'");
-  expect_error("band:0", "band width W must be > 0");
+  expect_error("band:0", "band width W must be a positive integer in [1, ");
   expect_error("band:-3", "positive integer");
   expect_error("band", "needs a width");
   expect_error("order:x", "positive integer");
-  expect_error("order:0", "must be > 0");
+  expect_error("order:0", "order K must be a positive integer");
   expect_error("offsets:2,3", "must start at 1");
   expect_error("offsets:1,3,3", "strictly increasing");
   expect_error("offsets:1,5,4", "strictly increasing");
@@ -120,7 +120,7 @@ TEST(Pattern, InvalidSpecsNameTheProblem) {
   expect_error("dense+cache", "+cache applies only");
   expect_error("band:4+cache", "+cache applies only");
   expect_error("pow2:3", "takes no parameter");
-  expect_error("band:999999999999", "exceeds the limit");
+  expect_error("band:999999999999", "must be a positive integer in [1, 16777216]");
 }
 
 TEST(PatternIndex, SlotsMatchRowsAndAreCached) {

@@ -228,7 +228,7 @@ TEST(Tpsm, SpecIsCanonicalAndRoundTrips) {
 }
 
 TEST(Tpsm, BadInputErrorsNameTheArgument) {
-  expect_error([] { make("c=0"); }, {"chunk c", ">= 1", "got 0"});
+  expect_error([] { make("c=0"); }, {"chunk c", "[1, ", "got 0"});
   expect_error([] { make("agg_d=8:inf_d=16"); }, {"agg_d and inf_d must be equal", "agg_d = 8", "inf_d = 16"});
   expect_error([] { make("agg_heads=3"); }, {"tpsm Agg", "heads must divide", "heads = 3"});
   expect_error([] { make("c=4:bogus=1"); }, {"unknown key 'bogus'"});
