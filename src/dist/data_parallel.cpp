@@ -2,10 +2,9 @@
 // in this file: nothing above the dist area sees c10d.
 #include "mixlab/dist/data_parallel.h"
 
+#include <cstdlib>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
-#include <cstdlib>
 
 #include "mixlab/core/error.h"
 
@@ -17,9 +16,7 @@ using Clock = std::chrono::steady_clock;
 // First line of a c10 / gloo message (the rest is a backtrace).
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-bool is_loopback(const std::string& addr) {
-  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
-}
+bool is_loopback(const std::string& addr) { return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1"; }
 
 }  // namespace
 
@@ -74,8 +71,9 @@ DataParallel::DataParallel(const DistEnv& env, std::chrono::milliseconds timeout
           "address is not local ({}); choose another port (--master-port or MASTER_PORT)",
           where, msg));
     }
-    throw DistributedError(fmt::format("rank {} of {}: rendezvous at MASTER_ADDR:MASTER_PORT = {} failed within {} s: {}",
-                                       env.rank, env.world_size, where, timeout.count() / 1000.0, msg));
+    throw DistributedError(
+        fmt::format("rank {} of {}: rendezvous at MASTER_ADDR:MASTER_PORT = {} failed within {} s: {}", env.rank,
+                    env.world_size, where, timeout.count() / 1000.0, msg));
   }
   try {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);

@@ -35,7 +35,8 @@ std::vector<std::string> worker_environment(const LaunchOptions& o, int64_t rank
     const std::string kv = *e;
     bool launch_var = false;
     for (const char* v : kLaunchVars) launch_var = launch_var || kv.rfind(v, 0) == 0;
-    for (const auto& extra : o.extra_env) launch_var = launch_var || kv.rfind(extra.substr(0, extra.find('=') + 1), 0) == 0;
+    for (const auto& extra : o.extra_env)
+      launch_var = launch_var || kv.rfind(extra.substr(0, extra.find('=') + 1), 0) == 0;
     if (!launch_var) env.push_back(kv);
   }
   env.push_back(fmt::format("RANK={}", rank));
@@ -97,7 +98,8 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
   MIXLAB_CHECK_IO(n > 0, "--nproc: cannot find this executable (/proc/self/exe): {}", std::strerror(errno));
   self[n] = '\0';
 
-  struct sigaction forward {}, old_int{}, old_term{};
+  struct sigaction forward {
+  }, old_int{}, old_term{};
   forward.sa_handler = remember_signal;
   sigemptyset(&forward.sa_mask);
   ::sigaction(SIGINT, &forward, &old_int);

@@ -76,8 +76,8 @@ TEST(DistCli, TwoProcessesFollowOneProcess) {
 TEST(DistCli, BadLaunchesAreRejected) {
   const std::string dir = temp_dir("bad");
   auto expect_failure = [&](const std::string& args, const std::string& fragment) {
-    const auto r = run_command(kBinary + " --threads 1 train " + kTiny + " --steps 2 --out " + dir + "/o " + args +
-                               " 2>&1");
+    const auto r =
+        run_command(kBinary + " --threads 1 train " + kTiny + " --steps 2 --out " + dir + "/o " + args + " 2>&1");
     EXPECT_NE(r.code, 0) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(fragment), std::string::npos) << args << "\n" << r.output;
   };
@@ -86,8 +86,8 @@ TEST(DistCli, BadLaunchesAreRejected) {
   expect_failure("--nproc 3", "key 'batch' = 8 must be divisible by --nproc 3");
   expect_failure("--master-port 29999", "--master-port goes with --nproc");
   expect_failure("--nproc 2 --master-port 70000", "--master-port must be an integer in [1, 65535]");
-  const auto r = run_command("WORLD_SIZE=2 RANK=5 " + kBinary + " train " + kTiny + " --steps 2 --out " + dir +
-                             "/o 2>&1");
+  const auto r =
+      run_command("WORLD_SIZE=2 RANK=5 " + kBinary + " train " + kTiny + " --steps 2 --out " + dir + "/o 2>&1");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("environment variable RANK"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir + "/o/checkpoint.pt"));
@@ -101,14 +101,20 @@ TEST(DistCli, KilledWorkerStopsTheLaunchAndIsNamed) {
   const std::string port = std::to_string(mixlab::free_local_port());
   // The worker of rank 1 is found by its environment (no procps on a bare machine).
   const auto r = bash(kBinary + " --threads 1 train " + kTiny + " --steps 1000000 --nproc 2 --master-port " + port +
-                      " --out " + dir + "/o > " + dir + "/log 2>&1 & L=$!; "
-                      "for i in $(seq 1 600); do [ -s " + dir + "/o/metrics.jsonl ] && break; sleep 0.1; done; "
+                      " --out " + dir + "/o > " + dir +
+                      "/log 2>&1 & L=$!; "
+                      "for i in $(seq 1 600); do [ -s " +
+                      dir +
+                      "/o/metrics.jsonl ] && break; sleep 0.1; done; "
                       "for e in /proc/[0-9]*/environ; do "
                       "  v=$(tr \"\\0\" \"\\n\" < $e 2>/dev/null) || continue; "
-                      "  echo \"$v\" | grep -qx MASTER_PORT=" + port + " && echo \"$v\" | grep -qx RANK=1 || continue; "
+                      "  echo \"$v\" | grep -qx MASTER_PORT=" +
+                      port +
+                      " && echo \"$v\" | grep -qx RANK=1 || continue; "
                       "  p=${e#/proc/}; p=${p%/environ}; kill -9 $p && echo killed $p; done; "
                       "t0=$(date +%s.%N); wait $L; rc=$?; t1=$(date +%s.%N); "
-                      "echo rc=$rc secs=$(awk \"BEGIN{print $t1 - $t0}\"); cat " + dir + "/log");
+                      "echo rc=$rc secs=$(awk \"BEGIN{print $t1 - $t0}\"); cat " +
+                      dir + "/log");
   EXPECT_NE(r.output.find("killed "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("worker rank 1 (pid"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("was killed by signal 9"), std::string::npos) << r.output;
@@ -123,11 +129,15 @@ TEST(DistCli, TorchrunStyleWorkerWhosePeerDiesFailsWithinTheTimeout) {
   const std::string port = std::to_string(mixlab::free_local_port());
   const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " ";
   const std::string cmd = kBinary + " --threads 1 train " + kTiny + " --steps 1000000 --dist-timeout 10 --out " + dir;
-  const auto r = bash(env + "RANK=0 " + cmd + "/o > " + dir + "/log0 2>&1 & R0=$!; " + env + "RANK=1 " + cmd +
-                      "/o1 > " + dir + "/log1 2>&1 & R1=$!; "
-                      "for i in $(seq 1 600); do [ -s " + dir + "/o/metrics.jsonl ] && break; sleep 0.1; done; "
-                      "kill -9 $R1; t0=$(date +%s.%N); wait $R0; rc=$?; t1=$(date +%s.%N); "
-                      "echo rc=$rc secs=$(awk \"BEGIN{print $t1 - $t0}\"); cat " + dir + "/log0");
+  const auto r =
+      bash(env + "RANK=0 " + cmd + "/o > " + dir + "/log0 2>&1 & R0=$!; " + env + "RANK=1 " + cmd + "/o1 > " + dir +
+           "/log1 2>&1 & R1=$!; "
+           "for i in $(seq 1 600); do [ -s " +
+           dir +
+           "/o/metrics.jsonl ] && break; sleep 0.1; done; "
+           "kill -9 $R1; t0=$(date +%s.%N); wait $R0; rc=$?; t1=$(date +%s.%N); "
+           "echo rc=$rc secs=$(awk \"BEGIN{print $t1 - $t0}\"); cat " +
+           dir + "/log0");
   EXPECT_NE(r.output.find("rc=3 "), std::string::npos) << r.output;  // DistributedError is an I/O error
   EXPECT_NE(r.output.find("rank 0 of 2"), std::string::npos) << r.output;
   const auto at = r.output.find("secs=");
@@ -140,11 +150,11 @@ TEST(DistCli, PortInUseIsAClearError) {
   const std::string dir = temp_dir("port");
   const std::string port = std::to_string(mixlab::free_local_port());
   // A lone rank 0 of a 2-process launch holds the port (it waits for a rank 1 that never comes).
-  const auto r = bash("WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kBinary +
-                      " --threads 1 train " + kTiny + " --steps 2 --dist-timeout 20 --out " + dir +
-                      "/holder > /dev/null 2>&1 & H=$!; sleep 1; " + kBinary + " --threads 1 train " + kTiny +
-                      " --steps 2 --nproc 2 --master-port " + port + " --out " + dir +
-                      "/o 2>&1; echo rc=$?; kill -9 $H");
+  const auto r =
+      bash("WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kBinary + " --threads 1 train " +
+           kTiny + " --steps 2 --dist-timeout 20 --out " + dir + "/holder > /dev/null 2>&1 & H=$!; sleep 1; " +
+           kBinary + " --threads 1 train " + kTiny + " --steps 2 --nproc 2 --master-port " + port + " --out " + dir +
+           "/o 2>&1; echo rc=$?; kill -9 $H");
   EXPECT_NE(r.output.find("already in use"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(port), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("rc=0"), std::string::npos) << r.output;

@@ -1,12 +1,13 @@
 // Data-parallel collectives: torchrun's variables, bucketed all-reduce, broadcast, and a dead
 // peer. Two ranks run as two threads of this process, each with its own store client and Gloo
 // process group on a free loopback port (the same code path as two processes).
+#include "mixlab/dist/data_parallel.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <thread>
 
-#include "mixlab/dist/data_parallel.h"
 #include "mixlab/dist/dist_env.h"
 #include "mixlab/dist/launch.h"
 #include "support/expect_error.h"
@@ -81,11 +82,8 @@ TEST(DistEnv, AloneWithoutWorldSize) {
 }
 
 TEST(DistEnv, ReadsTorchrunVariables) {
-  ScopedEnv env({{"WORLD_SIZE", "4"},
-                 {"RANK", "3"},
-                 {"LOCAL_RANK", "1"},
-                 {"MASTER_ADDR", "10.0.0.7"},
-                 {"MASTER_PORT", "29611"}});
+  ScopedEnv env(
+      {{"WORLD_SIZE", "4"}, {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.0.0.7"}, {"MASTER_PORT", "29611"}});
   const DistEnv e = mixlab::dist_env_from_environment();
   EXPECT_TRUE(e.launched);
   EXPECT_EQ(e.world_size, 4);
@@ -134,9 +132,11 @@ TEST(DataParallel, BucketedAllReduceSumsEveryTensor) {
     calls[static_cast<size_t>(r)] = dp.all_reduce_calls();
   });
   torch::manual_seed(100);
-  std::vector<torch::Tensor> a{torch::randn({5, 8}), torch::randn({4, 3}).t(), torch::randn({6}), torch::randn({10, 10})};
+  std::vector<torch::Tensor> a{torch::randn({5, 8}), torch::randn({4, 3}).t(), torch::randn({6}),
+                               torch::randn({10, 10})};
   torch::manual_seed(101);
-  std::vector<torch::Tensor> b{torch::randn({5, 8}), torch::randn({4, 3}).t(), torch::randn({6}), torch::randn({10, 10})};
+  std::vector<torch::Tensor> b{torch::randn({5, 8}), torch::randn({4, 3}).t(), torch::randn({6}),
+                               torch::randn({10, 10})};
   const std::vector<size_t> defined{0, 1, 3, 4};
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_EQ(calls[r], 2);
