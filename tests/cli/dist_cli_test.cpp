@@ -148,13 +148,21 @@ TEST(DistCli, TorchrunStyleWorkerWhosePeerDiesFailsWithinTheTimeout) {
 
 TEST(DistCli, PortInUseIsAClearError) {
   const std::string dir = temp_dir("port");
-  const std::string port = std::to_string(mixlab::free_local_port());
-  // A lone rank 0 of a 2-process launch holds the port (it waits for a rank 1 that never comes).
-  const auto r =
-      bash("WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kBinary + " --threads 1 train " +
-           kTiny + " --steps 2 --dist-timeout 20 --out " + dir + "/holder > /dev/null 2>&1 & H=$!; sleep 1; " +
-           kBinary + " --threads 1 train " + kTiny + " --steps 2 --nproc 2 --master-port " + port + " --out " + dir +
-           "/o 2>&1; echo rc=$?; kill -9 $H");
+  const int64_t port_number = mixlab::free_local_port();
+  const std::string port = std::to_string(port_number);
+  // A lone rank 0 of a 2-process launch holds the port (it waits for a rank 1 that never
+  // comes); the launch starts once the holder listens (state 0A in /proc/net/tcp*: a loaded
+  // machine may take seconds to start it).
+  std::ofstream(dir + "/run.sh") << "WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port << " " << kBinary
+                                 << " --threads 1 train " << kTiny << " --steps 2 --dist-timeout 20 --out " << dir
+                                 << "/holder > /dev/null 2>&1 &\nH=$!\n"
+                                 << "for i in $(seq 1 600); do\n"
+                                 << "  awk '{print $2, $4}' /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -qi ':"
+                                 << fmt::format("{:04X}", port_number) << " 0A' && break; sleep 0.1\ndone\n"
+                                 << kBinary << " --threads 1 train " << kTiny
+                                 << " --steps 2 --nproc 2 --dist-timeout 10 --master-port " << port << " --out " << dir
+                                 << "/o 2>&1\necho rc=$?\nkill -9 $H\n";
+  const auto r = run_command("bash " + dir + "/run.sh 2>&1");
   EXPECT_NE(r.output.find("already in use"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(port), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("rc=0"), std::string::npos) << r.output;
