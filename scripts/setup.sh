@@ -8,7 +8,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp libopenblas-openmp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
-  libcairo2-dev libglpk-dev libicu-dev
+  libcairo2-dev libglpk-dev libicu-dev libgloo-dev
   clang-format
 )
 # Node.js/npm only fetch the corpus; a machine that already has npm (e.g. from NodeSource,

@@ -4,6 +4,8 @@
 //   mixlab train --task recall --mixer resolvent:pow2 --steps 500 --set d_model=128
 //   mixlab train --config c.json --until 100          # stop at step 100 (checkpoint written)
 //   mixlab train --config c.json --resume runs/train/copy-attention/checkpoint.pt
+//   mixlab train --task copy --mixer attention --nproc 2      # data parallel, 2 local processes
+//   torchrun-style: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set -> joins that launch
 // Writes into --out (default runs/train/<task>-<mixer>): checkpoint.pt, metrics.jsonl,
 // config.json (resolved) and result.json (final evaluation).
 //
@@ -14,6 +16,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include "commands.h"
 #include "mixlab/core/atomic_file.h"
@@ -21,6 +24,8 @@
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
 #include "mixlab/core/parse_number.h"
+#include "mixlab/dist/data_parallel.h"
+#include "mixlab/dist/launch.h"
 #include "mixlab/mixers/registry.h"
 #include "mixlab/train/trainer.h"
 
@@ -32,6 +37,7 @@ struct TrainArgs {
   std::vector<std::string> sets;
   // Numbers arrive as text and go through parse_number: out of range is an error, not a clamp.
   std::string steps, seed, until, max_memory, skip_nonfinite;
+  std::string nproc, master_port, dist_timeout;
   bool mixer_given = false;  // --mixer '' is an error (empty spec), not "keep the config's"
   bool quiet = false;
 };
@@ -113,25 +119,76 @@ void run_train(const TrainArgs& a) {
                  resume->step);
   }
 
-  // 4. Only now: the output directory, locked for this process.
+  // 4. Data parallel. --nproc N: this process becomes the launcher of N workers (each re-runs
+  // this command line without --nproc) and passes on their outcome. A worker (torchrun's
+  // variables set) joins the launch before building the model.
+  const DistEnv env = dist_env_from_environment();
+  const double timeout_s =
+      a.dist_timeout.empty() ? 120.0 : parse_double(a.dist_timeout, "--dist-timeout (seconds)", 0.1, 86400.0);
+  if (!a.nproc.empty()) {
+    const int64_t nproc = parse_positive_int(a.nproc, "--nproc", 256);
+    MIXLAB_CHECK(!env.launched, "train: --nproc {} cannot be used inside a launched worker (WORLD_SIZE = {} is set)",
+                 nproc, env.world_size);
+    MIXLAB_CHECK(config.batch % nproc == 0,
+                 "key 'batch' = {} must be divisible by --nproc {} (each process trains on batch / nproc rows)",
+                 config.batch, nproc);
+    LaunchOptions lo;
+    lo.nproc = nproc;
+    lo.master_port = a.master_port.empty() ? 0 : parse_int(a.master_port, "--master-port", 1, 65535);
+    std::vector<std::string> worker_args;
+    const auto& args = command_line_args();
+    bool threads_given = false;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string& s = args[i];
+      if (s == "--nproc" || s == "--master-port") {
+        ++i;  // and its value
+        continue;
+      }
+      if (s.rfind("--nproc=", 0) == 0 || s.rfind("--master-port=", 0) == 0) continue;
+      threads_given = threads_given || s == "--threads" || s.rfind("--threads=", 0) == 0;
+      worker_args.push_back(s);
+    }
+    // N workers share the cores: one intra-op thread pool each, of cores / N threads.
+    if (!threads_given && !std::getenv("MIXLAB_THREADS")) {
+      const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+      lo.extra_env.push_back(fmt::format("MIXLAB_THREADS={}", std::max<int64_t>(1, cores / nproc)));
+    }
+    throw CommandExit{launch_local_workers(lo, worker_args)};
+  }
+  MIXLAB_CHECK(a.master_port.empty(), "train: --master-port goes with --nproc (a launched worker reads MASTER_PORT)");
+  std::unique_ptr<DataParallel> dp;
+  if (env.world_size > 1) {
+    MIXLAB_CHECK(config.batch % env.world_size == 0,
+                 "key 'batch' = {} must be divisible by WORLD_SIZE = {} (each process trains on batch / {} rows)",
+                 config.batch, env.world_size, env.world_size);
+    dp = std::make_unique<DataParallel>(env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)));
+  }
+  const bool writer = env.rank == 0;  // rank 0 alone writes the run directory
+
+  // 5. Only now: the output directory, locked for this process.
   const std::string out = a.out.empty() ? "runs/train/" + sanitize(config.task.name + "-" + config.mixer) : a.out;
-  std::error_code ec;
-  std::filesystem::create_directories(out, ec);
-  MIXLAB_CHECK_IO(!ec, "--out '{}': cannot create the directory: {}", out, ec.message());
-  const DirLock lock(out, "run directory");
+  std::optional<DirLock> lock;
+  if (writer) {
+    std::error_code ec;
+    std::filesystem::create_directories(out, ec);
+    MIXLAB_CHECK_IO(!ec, "--out '{}': cannot create the directory: {}", out, ec.message());
+    lock.emplace(out, "run directory");
+  }
   TrainOptions o;
   o.checkpoint_path = a.checkpoint.empty() ? out + "/checkpoint.pt" : a.checkpoint;
   o.metrics_path = a.metrics.empty() ? out + "/metrics.jsonl" : a.metrics;
   o.resume_path = a.resume;
   o.until = until;
-  o.progress = !a.quiet;
+  o.progress = !a.quiet && writer;
   o.label = config.mixer + "/" + config.task.name;
   o.skip_nonfinite = skip;
-  atomic_write_file(out + "/config.json", config_to_json(config).dump(2) + "\n");
+  if (writer) atomic_write_file(out + "/config.json", config_to_json(config).dump(2) + "\n");
   Trainer trainer(config);
-  if (!a.quiet) {
-    std::cerr << fmt::format("train: {} on {} ({} parameters), {} steps, output in {}\n", config.mixer,
-                             config.task.name, trainer.model().parameter_count(), config.steps, out);
+  trainer.set_data_parallel(dp.get());
+  if (o.progress) {
+    std::cerr << fmt::format("train: {} on {} ({} parameters), {} steps{}, output in {}\n", config.mixer,
+                             config.task.name, trainer.model().parameter_count(), config.steps,
+                             dp ? fmt::format(", {} processes", env.world_size) : std::string(), out);
   }
   const TrainResult r = resume ? trainer.run(o, *resume) : trainer.run(o);
   nlohmann::json res = {{"step", r.step},
@@ -146,7 +203,10 @@ void run_train(const TrainArgs& a) {
                         {"tokens_per_s", r.tokens_per_s},
                         {"seconds", r.seconds},
                         {"skipped_steps", r.skipped_steps},
+                        {"world_size", r.world_size},
+                        {"all_reduce_seconds", r.all_reduce_seconds},
                         {"checkpoint", o.checkpoint_path}};
+  if (!writer) return;
   atomic_write_file(out + "/result.json", res.dump(2) + "\n");
   std::cout << fmt::format("step {}/{}  eval loss {:.4f}  token acc {:.2f}%  answer acc {:.2f}%  ({} answers)\n",
                            r.step, config.steps, r.eval.loss, 100 * r.eval.token_acc, 100 * r.eval.answer_acc,
@@ -175,6 +235,11 @@ void cmd_train_register(CLI::App& app) {
                   "Refuse configs estimated to need more memory than this (bytes, or e.g. 4G; default: RAM)");
   sub->add_option("--skip-nonfinite", args->skip_nonfinite,
                   "Skip up to N steps with a non-finite loss/gradient instead of stopping (default 0)");
+  sub->add_option("--nproc", args->nproc,
+                  "Data parallel: start N local worker processes (global batch split across them)");
+  sub->add_option("--master-port", args->master_port, "With --nproc: rendezvous port (default: a free port)");
+  sub->add_option("--dist-timeout", args->dist_timeout,
+                  "Data parallel: seconds a collective may wait for a peer before failing (default 120)");
   sub->add_flag("--quiet", args->quiet, "No progress lines");
   sub->callback([args] { run_train(*args); });
 }

@@ -8,8 +8,19 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 namespace mixlab::cli {
+
+/// Thrown by a command that has already reported its outcome and must end the process with
+/// `code` (e.g. the --nproc launcher passing on a worker's failure); main() returns it as is.
+struct CommandExit {
+  int code = 0;
+};
+
+/// The process's arguments (argv[1..]), for commands that re-run themselves (--nproc).
+const std::vector<std::string>& command_line_args();
 
 void cmd_analyze_register(CLI::App& app);
 void cmd_mixers_register(CLI::App& app);

@@ -16,6 +16,13 @@
 #include "mixlab/train/trainer.h"
 #include "mixlab/version.h"
 
+namespace mixlab::cli {
+namespace {
+std::vector<std::string> g_args;
+}
+const std::vector<std::string>& command_line_args() { return g_args; }
+}  // namespace mixlab::cli
+
 namespace {
 
 // Exit codes (README.md, docs/RELIABILITY.md).
@@ -35,6 +42,7 @@ int fail(const std::string& message, int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mixlab::cli::g_args.assign(argv + 1, argv + argc);
   CLI::App app{"mixlab: design, analyse, train, decode and benchmark causal token mixers"};
   app.set_version_flag("--version", std::string("mixlab ") + MIXLAB_VERSION_STRING);
   app.require_subcommand(1);
@@ -68,6 +76,8 @@ int main(int argc, char** argv) {
       break;
     }
     app.parse(argc, argv);
+  } catch (const mixlab::cli::CommandExit& e) {
+    return e.code;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

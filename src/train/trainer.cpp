@@ -17,6 +17,7 @@
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
+#include "mixlab/dist/data_parallel.h"
 
 namespace mixlab {
 namespace {
@@ -135,7 +136,21 @@ ModelDims model_dims_for(const TrainConfig& c) {
   return d;
 }
 
-BatchScore batch_score(const torch::Tensor& logits, const Batch& batch) {
+Batch batch_rows(const Batch& batch, int64_t begin, int64_t count) {
+  const int64_t B = batch.tokens.size(0);
+  MIXLAB_CHECK(begin >= 0 && count >= 1 && begin + count <= B, "batch_rows: rows [{}, {}) outside the batch of {} rows",
+               begin, begin + count, B);
+  auto rows = [&](const torch::Tensor& t) { return t.defined() ? t.narrow(0, begin, count) : t; };
+  Batch r = batch;
+  r.tokens = rows(batch.tokens);
+  r.targets = rows(batch.targets);
+  r.mask = rows(batch.mask);
+  r.answer = rows(batch.answer);
+  r.hops = rows(batch.hops);
+  return r;
+}
+
+BatchScore batch_score(const torch::Tensor& logits, const Batch& batch, double loss_normalizer) {
   const int64_t B = batch.tokens.size(0), T = batch.tokens.size(1);
   MIXLAB_CHECK(logits.dim() == 3 && logits.size(0) == B && logits.size(1) == T,
                "batch_score: logits must have shape (B,T,V) = ({},{},V), got {}", B, T,
@@ -149,8 +164,8 @@ BatchScore batch_score(const torch::Tensor& logits, const Batch& batch) {
                                            torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   auto mask = batch.mask.reshape({B * T}).to(nll.scalar_type());
   const double n_mask = mask.sum().item<double>();
-  MIXLAB_CHECK(n_mask > 0, "batch_score: the batch has no answer positions");
-  s.loss = (nll * mask).sum() / n_mask;
+  MIXLAB_CHECK(n_mask > 0 || loss_normalizer > 0, "batch_score: the batch has no answer positions");
+  s.loss = (nll * mask).sum() / (loss_normalizer > 0 ? loss_normalizer : n_mask);
 
   torch::NoGradGuard no_grad;
   auto pred = logits.argmax(2);                       // (B,T)
@@ -208,14 +223,46 @@ Trainer::Trainer(TrainConfig config, MixerFactory factory) : config_(std::move(c
   optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), opts);
 }
 
+void Trainer::set_data_parallel(DataParallel* dp) {
+  if (dp && dp->world_size() > 1) {
+    MIXLAB_CHECK(config_.batch % dp->world_size() == 0,
+                 "key 'batch' = {} must be divisible by the number of processes {} (each trains on batch / {} rows)",
+                 config_.batch, dp->world_size(), dp->world_size());
+    std::vector<torch::Tensor> state;
+    for (auto& p : model_->parameters()) state.push_back(p);
+    for (auto& b : model_->buffers()) state.push_back(b);
+    dp->broadcast(state);
+  }
+  dp_ = dp && dp->world_size() > 1 ? dp : nullptr;
+}
+
 BatchScore Trainer::train_step() {
   model_->train();
-  const Batch batch = task_train_batch(config_.task, config_.batch, step_, config_.steps, config_.seed);
+  Batch batch = task_train_batch(config_.task, config_.batch, step_, config_.steps, config_.seed);
   const double lr = config_lr_at(config_, step_);
   for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
   optimizer_->zero_grad();
-  BatchScore s = batch_score(model_->forward(batch.tokens), batch);
+  double normalizer = 0;
+  if (dp_) {
+    // Every rank drew the same global batch; it trains on its rows, normalised by the global
+    // answer count, so the summed gradients are those of the one-process loss.
+    normalizer = batch.mask.sum().item<double>();
+    const int64_t rows = config_.batch / dp_->world_size();
+    batch = batch_rows(batch, dp_->rank() * rows, rows);
+  }
+  BatchScore s = batch_score(model_->forward(batch.tokens), batch, normalizer);
   s.loss.backward();
+  if (dp_) {
+    std::vector<torch::Tensor> grads;
+    for (auto& p : model_->parameters()) grads.push_back(p.grad());
+    dp_->all_reduce_sum(grads);
+    const auto sums = dp_->all_reduce_sum({s.loss.item<double>(), static_cast<double>(s.correct_tokens),
+                                           static_cast<double>(s.answer_tokens), static_cast<double>(s.batch_tokens)});
+    s.loss = torch::tensor(sums[0], torch::kFloat64);
+    s.correct_tokens = static_cast<int64_t>(sums[1]);
+    s.answer_tokens = static_cast<int64_t>(sums[2]);
+    s.batch_tokens = static_cast<int64_t>(sums[3]);
+  }
   const double loss = s.loss.item<double>();
   const double grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.grad_clip);
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
@@ -385,15 +432,19 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   skip_nonfinite_ = o.skip_nonfinite;
   skipped_ = 0;
 
+  // Data parallel: rank 0 alone speaks and writes; the others train and evaluate silently.
+  const bool writer = !dp_ || dp_->rank() == 0;
+  const bool progress = o.progress && writer;
+  const std::string checkpoint_path = writer ? o.checkpoint_path : std::string();
   AppendFile metrics;
-  if (!o.metrics_path.empty()) {
+  if (!o.metrics_path.empty() && writer) {
     const bool resumed = step_ > 0;
     if (resumed) metrics_truncate_to_step(o.metrics_path, step_);
     metrics = AppendFile(o.metrics_path, /*truncate=*/!resumed);
   }
   const std::string label = o.label.empty() ? "" : o.label + " ";
   int64_t checkpoint_step = step_;
-  bool checkpoint_written = !o.resume_path.empty() && o.resume_path == o.checkpoint_path;
+  bool checkpoint_written = !o.resume_path.empty() && o.resume_path == checkpoint_path;
 
   TrainResult result;
   const int64_t first = step_;
@@ -407,10 +458,10 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
     try {
       s = train_step();
     } catch (const NonFiniteError& e) {
-      const std::string kept = o.checkpoint_path.empty() ? std::string("no checkpoint path was given")
+      const std::string kept = checkpoint_path.empty() ? std::string("no checkpoint path was given")
                                : checkpoint_written
                                    ? fmt::format("the last checkpoint '{}' (step {}, finite parameters) is kept",
-                                                 o.checkpoint_path, checkpoint_step)
+                                                 checkpoint_path, checkpoint_step)
                                    : std::string("no checkpoint was written");
       throw NonFiniteError(
           fmt::format("{}; {}. Lower 'lr' (or 'grad_clip'), or pass --skip-nonfinite N", e.what(), kept));
@@ -425,7 +476,7 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
       win_answer_tokens += s.answer_tokens;
     } else {
       result.skipped_steps = skipped_;
-      if (o.progress) std::cerr << fmt::format("{}step {}: non-finite loss or gradient, step skipped\n", label, step_);
+      if (progress) std::cerr << fmt::format("{}step {}: non-finite loss or gradient, step skipped\n", label, step_);
     }
     const bool last = step_ == until;
     if ((step_ % config_.log_every == 0 || last) && win_steps > 0) {
@@ -435,7 +486,7 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
       const double eta = elapsed / static_cast<double>(step_ - first) * static_cast<double>(until - step_);
       result.last_loss = win_loss / static_cast<double>(win_steps);
       result.last_acc = static_cast<double>(win_correct) / static_cast<double>(std::max<int64_t>(1, win_answer_tokens));
-      if (o.progress) {
+      if (progress) {
         std::cerr << fmt::format("{}step {}/{} loss {:.4f} acc {:.1f}% tok/s {} ETA {}\n", label, step_, config_.steps,
                                  result.last_loss, 100.0 * result.last_acc, format_rate(rate), format_duration(eta));
       }
@@ -466,8 +517,8 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
         metrics.append_line(j.dump());
       }
     }
-    if (!o.checkpoint_path.empty() && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 && !last) {
-      checkpoint_save(o.checkpoint_path);
+    if (!checkpoint_path.empty() && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 && !last) {
+      checkpoint_save(checkpoint_path);
       checkpoint_written = true;
       checkpoint_step = step_;
     }
@@ -476,7 +527,9 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   result.tokens_per_s = result.seconds > 0 ? static_cast<double>(tokens) / result.seconds : 0.0;
   result.step = step_;
   result.skipped_steps = skipped_;
-  if (!o.checkpoint_path.empty()) checkpoint_save(o.checkpoint_path);
+  result.world_size = dp_ ? dp_->world_size() : 1;
+  result.all_reduce_seconds = dp_ ? dp_->all_reduce_seconds() : 0.0;
+  if (!checkpoint_path.empty()) checkpoint_save(checkpoint_path);
   result.eval = evaluate();
   if (!std::isfinite(result.eval.loss)) {
     throw NonFiniteError(

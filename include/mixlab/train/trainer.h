@@ -35,6 +35,14 @@
 // Each line is fdatasync'ed (AppendFile); on resume the file is first cut back to the lines of
 // steps <= the checkpoint's.
 //
+// Data parallel (mixlab/dist/data_parallel.h, set_data_parallel): with N processes every rank
+// draws the same global batch of step s, trains on its own B/N rows, and the gradients are summed
+// across ranks before clipping. The loss of each rank is divided by the answer positions of the
+// whole global batch, so the summed gradient is the gradient of the one-process loss: N processes
+// at global batch B follow the one-process run at batch B up to float rounding (tested). Rank 0
+// alone writes progress, metrics and checkpoints; every rank evaluates the full held-out set
+// (identical results) and can resume from the same checkpoint.
+//
 // Not supported: multiple devices, mixed precision, gradient accumulation.
 #pragma once
 
@@ -51,6 +59,8 @@
 #include "mixlab/train/tasks.h"
 
 namespace mixlab {
+
+class DataParallel;
 
 /// Training produced a non-finite loss or gradient (the CLI exits with code 4).
 class NonFiniteError : public Error {
@@ -84,7 +94,12 @@ struct BatchScore {
   int64_t batch_tokens = 0;                       // B*T, all positions the model processed
   bool finite = true;                             // train_step: false when the step was skipped
 };
-BatchScore batch_score(const torch::Tensor& logits, const Batch& batch);
+/// `loss_normalizer` > 0 divides the summed loss by it instead of by this batch's answer positions
+/// (data parallel: the answer positions of the global batch, of which `batch` is a row slice).
+BatchScore batch_score(const torch::Tensor& logits, const Batch& batch, double loss_normalizer = 0);
+
+/// Rows [begin, begin + count) of every tensor of a batch (a rank's share of the global batch).
+Batch batch_rows(const Batch& batch, int64_t begin, int64_t count);
 
 struct TrainOptions {
   std::string checkpoint_path;  // "" = never write a checkpoint
@@ -97,13 +112,15 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  int64_t step = 0;           // steps completed
-  double last_loss = 0;       // mean training loss over the last log window
-  double last_acc = 0;        // mean training token accuracy over the last log window
-  EvalResult eval;            // held-out evaluation at the end of the run
-  double tokens_per_s = 0;    // training tokens (B*T per step) per second, this run
-  double seconds = 0;         // wall time of the training steps of this run
-  int64_t skipped_steps = 0;  // non-finite steps skipped (TrainOptions::skip_nonfinite)
+  int64_t step = 0;               // steps completed
+  double last_loss = 0;           // mean training loss over the last log window
+  double last_acc = 0;            // mean training token accuracy over the last log window
+  EvalResult eval;                // held-out evaluation at the end of the run
+  double tokens_per_s = 0;        // training tokens (B*T per step) per second, this run
+  double seconds = 0;             // wall time of the training steps of this run
+  int64_t skipped_steps = 0;      // non-finite steps skipped (TrainOptions::skip_nonfinite)
+  int64_t world_size = 1;         // processes that trained together (data parallel)
+  double all_reduce_seconds = 0;  // wall seconds of the gradient all-reduce, this rank, this run
 };
 
 /// A checkpoint read once and verified (header, size, checksum, config, step): `mixlab eval` and
@@ -126,7 +143,12 @@ class Trainer {
   TrainResult run(const TrainOptions& options);
   /// Trains, resuming from an already read checkpoint (options.resume_path names it).
   TrainResult run(const TrainOptions& options, const LoadedCheckpoint& resume);
-  /// One optimisation step on the batch of the current step; returns its score.
+  /// Joins a data-parallel launch (null: train alone). Rank 0's weights are broadcast to every
+  /// rank; config.batch must be divisible by the world size. Only rank 0 writes progress,
+  /// metrics and checkpoints from then on.
+  void set_data_parallel(DataParallel* dp);
+  /// One optimisation step on the batch of the current step; returns its score (with data
+  /// parallel: the loss and counts of the whole global batch).
   BatchScore train_step();
   /// Held-out evaluation over config.eval_batches batches of config.eval_batch rows.
   EvalResult evaluate();
@@ -147,6 +169,7 @@ class Trainer {
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   int64_t step_ = 0;
   int64_t skip_nonfinite_ = 0, skipped_ = 0;
+  DataParallel* dp_ = nullptr;
 
   TrainResult run_loop(const TrainOptions& options);
 };

@@ -1,0 +1,76 @@
+// mixlab/dist/data_parallel.h — data-parallel collectives over LibTorch's c10d (Gloo backend).
+//
+//   DataParallel dp(dist_env_from_environment(), std::chrono::seconds(60));
+//   dp.broadcast(params);          // rank 0's initial weights everywhere
+//   ... loss.backward();
+//   dp.all_reduce_sum(grads);      // bucketed: one Gloo all-reduce per bucket of <= bucket_bytes
+//
+// Rendezvous: rank 0 starts a c10d::TCPStore server on MASTER_ADDR:MASTER_PORT; every rank
+// (rank 0 included) connects to it, then a c10d::ProcessGroupGloo is built over the store. Gloo's
+// all-reduce gives the same bits on every rank, so ranks that start equal and apply the same
+// optimiser step to the same reduced gradients stay equal without further synchronisation.
+//
+// Buckets. Gradients are packed, in parameter order, into flat buffers of at most bucket_bytes
+// (default 25 MiB, as torch DDP) and each buffer is reduced in one call: a model of many small
+// tensors costs a few collectives per step, not one per tensor.
+//
+// Faults. Every collective runs under the timeout given at construction. A rank whose peer died
+// gets a mixlab::DistributedError (an IoError: exit code 3) that names its own rank and the
+// operation, within that timeout, never a hang. A MASTER_PORT that is already taken on rank 0
+// is reported as such.
+//
+// Not supported: overlapping the all-reduce with backward (gradients are reduced after backward
+// returns), GPUs/NCCL, uneven batches across ranks.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "mixlab/core/fail.h"
+#include "mixlab/dist/dist_env.h"
+
+namespace mixlab {
+
+/// A collective failed: a peer exited, was killed, or could not be reached in time.
+class DistributedError : public IoError {
+ public:
+  using IoError::IoError;
+};
+
+class DataParallel {
+ public:
+  static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
+
+  /// Joins the launch described by `env` (rendezvous and process group); blocks until every rank
+  /// has joined or `timeout` passes.
+  DataParallel(const DistEnv& env, std::chrono::milliseconds timeout, int64_t bucket_bytes = kDefaultBucketBytes);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  int64_t rank() const;
+  int64_t world_size() const;
+
+  /// Overwrites `tensors` (CPU, contiguous or not) with rank 0's values.
+  void broadcast(const std::vector<torch::Tensor>& tensors);
+  /// Sums `tensors` over all ranks, in place, in buckets. Undefined tensors are skipped on every
+  /// rank alike (a parameter without a gradient).
+  void all_reduce_sum(const std::vector<torch::Tensor>& tensors);
+  /// Sums a few scalars over all ranks (loss and accuracy counters for the progress line).
+  std::vector<double> all_reduce_sum(const std::vector<double>& values);
+  void barrier();
+
+  /// Collectives issued by all_reduce_sum(tensors) so far (buckets, summed over calls).
+  int64_t all_reduce_calls() const;
+  /// Wall seconds spent in all_reduce_sum(tensors) so far (pack, reduce, unpack).
+  double all_reduce_seconds() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mixlab
