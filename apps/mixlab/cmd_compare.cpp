@@ -5,6 +5,7 @@
 //   mixlab compare --preset paper                    # seed 000 App. C.3 hyperparameters
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "commands.h"
@@ -65,7 +66,11 @@ void run_compare(const CompareArgs& a) {
   const CompareReport rep = compare_run(o);
   std::cout << compare_table_text(rep);
   compare_write(rep, o.out_dir);
-  std::cout << fmt::format("wrote {0}/compare.csv, {0}/compare.json, {0}/compare.png\n", o.out_dir);
+  const bool lm = std::find(o.tasks.begin(), o.tasks.end(), "lm") != o.tasks.end();
+  const bool bars = std::any_of(o.tasks.begin(), o.tasks.end(), [](const std::string& t) { return t != "lm"; });
+  std::cout << fmt::format("wrote {0}/compare.csv, {0}/compare.json{1}{2}\n", o.out_dir,
+                           bars ? fmt::format(", {}/compare.png", o.out_dir) : std::string(),
+                           lm ? fmt::format(", {}/compare_lm.png", o.out_dir) : std::string());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 // memory estimate, the --resume checkpoint and its compatibility — and only then is --out
 // created and locked (a second run on the same --out fails with "in use by pid N"). Every file is
 // written with a checked, fsync'ed, atomic write.
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "mixlab/dist/data_parallel.h"
 #include "mixlab/dist/launch.h"
 #include "mixlab/mixers/registry.h"
+#include "mixlab/train/task_lm.h"
 #include "mixlab/train/trainer.h"
 
 namespace mixlab::cli {
@@ -108,6 +110,11 @@ void run_train(const TrainArgs& a) {
   }
   config_check_memory(config, limit, origin, limit_name);
   check_mixer_spec(config.mixer, MixerDims{config.d_model, config.heads, model_dims_for(config).max_len});
+  if (config.task.name == "lm") {
+    // The tokenizer files and the token caches (built on first use) before --out is touched.
+    lm_task_dataset(config.task, LmSplit::kTrain);
+    lm_task_dataset(config.task, LmSplit::kValid);
+  }
 
   // 3. The checkpoint to resume from: read once, verified, compatible.
   std::optional<LoadedCheckpoint> resume;
@@ -206,8 +213,20 @@ void run_train(const TrainArgs& a) {
                         {"world_size", r.world_size},
                         {"all_reduce_seconds", r.all_reduce_seconds},
                         {"checkpoint", o.checkpoint_path}};
+  if (config.task.name == "lm") {
+    res["eval_ppl"] = std::exp(r.eval.loss);
+    res["eval_bpb"] = r.eval.bits_per_byte;
+  }
   if (!writer) return;
   atomic_write_file(out + "/result.json", res.dump(2) + "\n");
+  if (config.task.name == "lm") {
+    std::cout << fmt::format(
+        "step {}/{}  valid loss {:.4f}  perplexity {:.3f}  bits/byte {:.4f}  ({} tokens, {} bytes)\n", r.step,
+        config.steps, r.eval.loss, std::exp(r.eval.loss), r.eval.bits_per_byte, r.eval.answer_tokens,
+        r.eval.scored_bytes);
+    std::cout << "checkpoint: " << o.checkpoint_path << "\n";
+    return;
+  }
   std::cout << fmt::format("step {}/{}  eval loss {:.4f}  token acc {:.2f}%  answer acc {:.2f}%  ({} answers)\n",
                            r.step, config.steps, r.eval.loss, 100 * r.eval.token_acc, 100 * r.eval.answer_acc,
                            r.eval.answers);
@@ -220,7 +239,7 @@ void cmd_train_register(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* sub = app.add_subcommand("train", "Train one mixer on one synthetic task (see configs/)");
   sub->add_option("--config", args->config, "JSON config file (keys: mixlab/train/config.h; at most 1 MiB)");
-  sub->add_option("--task", args->task, "Task: copy | recall | multihop (overrides the config)");
+  sub->add_option("--task", args->task, "Task: copy | recall | multihop | textcopy | s5 | lm (overrides the config)");
   sub->add_option("--mixer", args->mixer, "Mixer spec, e.g. attention, local:8, resolvent:pow2")
       ->each([args](const std::string&) { args->mixer_given = true; });
   sub->add_option("--steps", args->steps, "Training steps, 1 to 2^40 (overrides the config)");

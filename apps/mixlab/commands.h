@@ -28,5 +28,6 @@ void cmd_toeplitz_index_register(CLI::App& app);
 void cmd_train_register(CLI::App& app);
 void cmd_eval_register(CLI::App& app);
 void cmd_compare_register(CLI::App& app);
+void cmd_generate_register(CLI::App& app);
 
 }  // namespace mixlab::cli

@@ -5,6 +5,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/train/compare.h"
+#include "mixlab/train/trainer.h"
 
 namespace mixlab {
 namespace {
@@ -15,6 +16,22 @@ using json = nlohmann::json;
 // (docs/RESULTS.md has the timing) while still separating the mixers.
 json preset_json(const std::string& preset, const std::string& task) {
   const bool copy = task == "copy";
+  if (preset == "default" && task == "lm") {
+    // Bytes, not gpt2: at d_model 64 a 50257-token embedding would be 95% of the parameters and
+    // the (B,T,50257) head most of the compute (docs/RESULTS.md, "Language modelling (Brown)").
+    return {{"task", task},         {"tokenizer", "bytes"}, {"length", 128},    {"d_model", 64},
+            {"layers", 2},          {"heads", 4},           {"mlp_ratio", 4},   {"steps", 600},
+            {"batch", 16},          {"lr", 3e-3},           {"warmup", 60},     {"seed", 0},
+            {"eval_tokens", 16384}, {"eval_stride", 64},    {"eval_batch", 32}, {"log_every", 50},
+            {"curriculum", false}};
+  }
+  if (preset == "paper" && task == "lm") {
+    // Seed 000 §5.3 / App. C: the 125M GPT-2 shape with the GPT-2 tokenizer, context 1024.
+    return {{"task", task},     {"tokenizer", "gpt2"}, {"length", 1024},   {"d_model", 768},     {"layers", 12},
+            {"heads", 12},      {"mlp_ratio", 4},      {"steps", 20000},   {"batch", 32},        {"lr", 6e-4},
+            {"warmup", 2000},   {"seed", 0},           {"eval_tokens", 0}, {"eval_stride", 512}, {"eval_batch", 8},
+            {"log_every", 100}, {"curriculum", false}};
+  }
   if (preset == "default") {
     // No curriculum: with a few hundred steps, the first three phases (lengths / 8, 4, 2) leave
     // too few steps at the full length (measured in docs/RESULTS.md).
@@ -97,6 +114,33 @@ TrainConfig compare_config(const std::string& preset_name, const std::string& ta
   }
   j["task"] = task;  // the task list decides the task
   return config_from_json(j, fmt::format("compare preset '{}' for {}/{}", preset, mixer, task));
+}
+
+int64_t compare_model_parameters(const TrainConfig& c) {
+  torch::NoGradGuard no_grad;
+  DecoderModel model(model_dims_for(c), mixer_factory_from_spec(c.mixer));
+  return model.parameter_count();
+}
+
+int64_t compare_matched_d_model(const TrainConfig& c, int64_t target) {
+  const int64_t step = 2 * c.heads, d0 = c.d_model;
+  int64_t best = d0, best_gap = -1;
+  for (int64_t d = std::max(step, (d0 / 2) / step * step); d <= 2 * d0; d += step) {
+    TrainConfig t = c;
+    t.d_model = d;
+    int64_t n = 0;
+    try {
+      n = compare_model_parameters(t);
+    } catch (const Error&) {
+      continue;  // a width this mixer rejects
+    }
+    const int64_t gap = std::abs(n - target);
+    if (best_gap < 0 || gap < best_gap || (gap == best_gap && std::abs(d - d0) < std::abs(best - d0))) {
+      best = d;
+      best_gap = gap;
+    }
+  }
+  return best;
 }
 
 }  // namespace mixlab

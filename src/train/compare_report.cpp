@@ -8,6 +8,7 @@
 
 #include "mixlab/analysis/chart.h"
 #include "mixlab/analysis/format.h"
+#include "mixlab/analysis/scatter_chart.h"
 #include "mixlab/core/error.h"
 
 namespace mixlab {
@@ -23,6 +24,13 @@ std::string seed_cell(const std::vector<double>& v) {
   return fmt::format("{:.1f} ({:.1f}..{:.1f})", 100 * s.mean, 100 * s.lo, 100 * s.hi);
 }
 
+// A value (not a fraction) with `digits` decimals, mean (min..max) over several seeds.
+std::string value_cell(const std::vector<double>& v, int digits) {
+  const SeedStats s = seed_stats(v);
+  if (v.size() <= 1) return fmt::format("{:.{}f}", s.mean, digits);
+  return fmt::format("{:.{}f} ({:.{}f}..{:.{}f})", s.mean, digits, s.lo, digits, s.hi, digits);
+}
+
 }  // namespace
 
 std::string compare_table_text(const CompareReport& rep) {
@@ -30,7 +38,14 @@ std::string compare_table_text(const CompareReport& rep) {
   // Multihop also gets the accuracy on its chained queries (those that follow >= 1 link): the
   // part of the task that plain recall does not measure.
   const bool chains = std::find(rep.tasks.begin(), rep.tasks.end(), "multihop") != rep.tasks.end();
-  for (const auto& t : rep.tasks) head.push_back(t + " %");
+  const bool lm = std::find(rep.tasks.begin(), rep.tasks.end(), "lm") != rep.tasks.end();
+  for (const auto& t : rep.tasks) {
+    if (t == "lm") {
+      head.insert(head.end(), {"lm ppl", "lm bits/byte", "params"});
+    } else {
+      head.push_back(t + " %");
+    }
+  }
   if (chains) head.push_back("chains %");
   head.insert(head.end(), {"train tok/s", "decode µs/tok"});
   std::vector<std::vector<std::string>> cells;
@@ -47,7 +62,15 @@ std::string compare_table_text(const CompareReport& rep) {
     c.push_back(r.cache_max >= 0 ? std::to_string(r.cache_max) : "—");
     c.push_back(r.shortest);
     c.push_back(r.congestion);
-    for (const auto& t : rep.tasks) c.push_back(seed_cell(r.token_acc_seeds.at(t)));
+    for (const auto& t : rep.tasks) {
+      if (t == "lm") {
+        c.push_back(value_cell(r.ppl_seeds.at(t), 2));
+        c.push_back(value_cell(r.bpb_seeds.at(t), 3));
+        c.push_back(fmt::format("{} (d={})", r.parameters, r.d_model));
+      } else {
+        c.push_back(seed_cell(r.token_acc_seeds.at(t)));
+      }
+    }
     if (chains) c.push_back(r.chain_acc_seeds.count("multihop") ? seed_cell(r.chain_acc_seeds.at("multihop")) : "—");
     c.push_back(format_rate(r.train_tokens_per_s));
     c.push_back(fmt::format("{:.0f}", r.decode_us_per_token));
@@ -81,21 +104,34 @@ std::string compare_table_text(const CompareReport& rep) {
       T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "",
       rep.seeds > 1 ? fmt::format("; mean (min..max) over {} seeds", rep.seeds) : "", rep.preset, rep.seconds,
       rep.jobs);
+  if (lm) {
+    out +=
+        "lm: perplexity and bits per byte of the Brown valid stream (sliding window, mixlab/train/lm_eval.h); params "
+        "=\n"
+        "model parameters at the matched width d (compare.h).\n";
+  }
   return out;
 }
 
 namespace {
 
+std::vector<std::string> accuracy_tasks(const CompareReport& rep) {
+  std::vector<std::string> out;
+  for (const auto& t : rep.tasks)
+    if (t != "lm") out.push_back(t);
+  return out;
+}
+
 // Accuracy per task, one cluster of bars per mixer that ran.
 void write_chart(const CompareReport& rep, const std::string& path) {
   BarChart chart;
   chart.title = fmt::format("Held-out token accuracy per task (preset '{}')", rep.preset);
-  chart.series = rep.tasks;
+  chart.series = accuracy_tasks(rep);
   for (const auto& r : rep.rows) {
     if (!r.ran) continue;
     BarGroup g;
     g.label = r.mixer;
-    for (const auto& t : rep.tasks) {
+    for (const auto& t : chart.series) {
       g.values.push_back(r.token_acc.at(t));
       const SeedStats st = seed_stats(r.token_acc_seeds.at(t));
       g.ranges.emplace_back(st.lo, st.hi);  // a whisker from the worst to the best seed
@@ -103,6 +139,23 @@ void write_chart(const CompareReport& rep, const std::string& path) {
     chart.groups.push_back(std::move(g));
   }
   bar_chart_png(chart, path);
+}
+
+// lm: valid perplexity against the analysis' time per token (seed 000 Fig. 3 analog).
+void write_lm_chart(const CompareReport& rep, const std::string& path) {
+  ScatterChart chart;
+  chart.title = fmt::format("Brown valid perplexity against per-token cost (preset '{}')", rep.preset);
+  int64_t T = 0;
+  for (const auto& r : rep.rows) T = std::max(T, r.analysis_T);
+  chart.x_label = fmt::format("time/token: past positions read per token at T = {} (log scale)", T);
+  chart.y_label = "valid perplexity (bytes)";
+  chart.log_x = true;
+  for (const auto& r : rep.rows) {
+    if (!r.ran || r.cost_max < 1 || !r.ppl_seeds.count("lm")) continue;
+    const SeedStats s = seed_stats(r.ppl_seeds.at("lm"));
+    chart.points.push_back({r.mixer, static_cast<double>(r.cost_max), s.mean, s.lo, s.hi});
+  }
+  scatter_chart_png(chart, path);
 }
 
 }  // namespace
@@ -116,7 +169,9 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
   for (const auto& t : rep.tasks)
     csv += "," + t + "_eval_token_acc," + t + "_answer_acc," + t + "_chain_acc," + t + "_eval_token_acc_min," + t +
            "_eval_token_acc_max," + t + "_chain_acc_min," + t + "_chain_acc_max";
-  csv += ",train_tokens_per_s,decode_us_per_token,parameters,train_seconds\n";
+  const bool lm = std::find(rep.tasks.begin(), rep.tasks.end(), "lm") != rep.tasks.end();
+  csv += ",train_tokens_per_s,decode_us_per_token,parameters,train_seconds";
+  csv += lm ? ",lm_ppl,lm_ppl_min,lm_ppl_max,lm_bits_per_byte,d_model\n" : "\n";
   auto quote = [](const std::string& s) {
     std::string q = "\"";
     for (char c : s) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
@@ -138,6 +193,9 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"answer_acc", r.answer_acc},
               {"eval_loss", r.eval_loss},
               {"chain_acc", r.chain_acc},
+              {"ppl_seeds", r.ppl_seeds},
+              {"bits_per_byte_seeds", r.bpb_seeds},
+              {"d_model", r.d_model},
               {"seeds", rep.seeds},
               {"eval_token_acc_seeds", r.token_acc_seeds},
               {"chain_acc_seeds", r.chain_acc_seeds},
@@ -164,7 +222,14 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
       }
     }
     csv +=
-        fmt::format(",{:.1f},{:.2f},{},{:.2f}\n", r.train_tokens_per_s, r.decode_us_per_token, r.parameters, r.seconds);
+        fmt::format(",{:.1f},{:.2f},{},{:.2f}", r.train_tokens_per_s, r.decode_us_per_token, r.parameters, r.seconds);
+    if (lm && r.ppl_seeds.count("lm")) {
+      const SeedStats p = seed_stats(r.ppl_seeds.at("lm")), b = seed_stats(r.bpb_seeds.at("lm"));
+      csv += fmt::format(",{:.4f},{:.4f},{:.4f},{:.5f},{}", p.mean, p.lo, p.hi, b.mean, r.d_model);
+    } else if (lm) {
+      csv += ",,,,,";
+    }
+    csv += "\n";
   }
   const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds},
                     {"jobs", rep.jobs},     {"seeds", rep.seeds}, {"config", rep.config_example},
@@ -179,7 +244,9 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
     MIXLAB_CHECK(out.good(), "compare: cannot write '{}/compare.csv'", dir);
     out << csv;
   }
-  write_chart(rep, dir + "/compare.png");
+  if (!accuracy_tasks(rep).empty()) write_chart(rep, dir + "/compare.png");
+  if (std::find(rep.tasks.begin(), rep.tasks.end(), "lm") != rep.tasks.end())
+    write_lm_chart(rep, dir + "/compare_lm.png");
 }
 
 }  // namespace mixlab

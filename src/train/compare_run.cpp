@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -110,10 +111,25 @@ CompareReport compare_run(const CompareOptions& o) {
   MIXLAB_CHECK(!mixers.empty(), "compare: the mixer list is empty");
   // Validate every (mixer, task) before the first (long) run, so a typo in the last spec fails
   // in a second instead of after minutes of training.
+  // lm: every mixer at (nearly) attention's parameter count (compare.h), unless d_model is set.
+  std::map<std::string, int64_t> lm_width;
+  if (std::find(o.tasks.begin(), o.tasks.end(), "lm") != o.tasks.end() && !o.overrides.contains("d_model")) {
+    const int64_t target = compare_model_parameters(compare_config(o.preset, "lm", "attention", o.overrides));
+    for (const auto& spec : mixers) {
+      const TrainConfig c = compare_config(o.preset, "lm", spec, o.overrides);
+      check_run_spec(c);
+      lm_width[spec] = compare_matched_d_model(c, target);
+    }
+  }
+  auto config_of = [&](const std::string& task, const std::string& spec) {
+    json ov = o.overrides;
+    if (task == "lm" && lm_width.count(spec)) ov["d_model"] = lm_width.at(spec);
+    return compare_config(o.preset, task, spec, ov);
+  };
   int64_t T = 1;
   for (const auto& spec : mixers)
     for (const auto& t : o.tasks) {
-      const TrainConfig c = compare_config(o.preset, t, spec, o.overrides);
+      const TrainConfig c = config_of(t, spec);
       check_run_spec(c);
       T = std::max(T, task_sequence_length(c.task, c.task.length));
       if (rep.config_example.is_null()) rep.config_example = config_to_json(c);
@@ -157,7 +173,7 @@ CompareReport compare_run(const CompareOptions& o) {
       const std::string& spec = mixers[job.mixer];
       const std::string& task = o.tasks[job.task];
       try {
-        TrainConfig c = compare_config(o.preset, task, spec, o.overrides);
+        TrainConfig c = config_of(task, spec);
         c.seed += static_cast<uint64_t>(job.seed);
         std::unique_ptr<Trainer> trainer;
         {
@@ -175,10 +191,13 @@ CompareReport compare_run(const CompareOptions& o) {
         job.result = trainer->run(to);
         job.model = trainer->model_ptr();
         const auto& e = job.result.eval;
-        log(fmt::format("compare: {} on {}: token acc {:.1f}%, answer acc {:.1f}%{}, {:.0f}s, {} tok/s\n", spec, task,
-                        100 * e.token_acc, 100 * e.answer_acc,
-                        e.chain_queries > 0 ? fmt::format(", chain acc {:.1f}%", 100 * e.chain_acc) : "",
-                        job.result.seconds, format_rate(job.result.tokens_per_s)));
+        const std::string quality =
+            task == "lm" ? fmt::format("perplexity {:.3f}, bits/byte {:.4f}", std::exp(e.loss), e.bits_per_byte)
+                         : fmt::format("token acc {:.1f}%, answer acc {:.1f}%{}", 100 * e.token_acc, 100 * e.answer_acc,
+                                       e.chain_queries > 0 ? fmt::format(", chain acc {:.1f}%", 100 * e.chain_acc)
+                                                           : std::string());
+        log(fmt::format("compare: {} on {}: {}, {:.0f}s, {} tok/s\n", spec, task, quality, job.result.seconds,
+                        format_rate(job.result.tokens_per_s)));
       } catch (const Error& e) {
         // A caller error this run alone hits (e.g. a mixer that rejects these settings): the
         // row says why and the other runs go on.
@@ -220,6 +239,11 @@ CompareReport compare_run(const CompareOptions& o) {
         row.token_acc_seeds[task].push_back(e.token_acc);
         answer_seeds[task].push_back(e.answer_acc);
         loss_seeds[task].push_back(e.loss);
+        if (task == "lm") {
+          row.ppl_seeds[task].push_back(std::exp(e.loss));
+          row.bpb_seeds[task].push_back(e.bits_per_byte);
+          row.d_model = job.model->dims().d_model;
+        }
         if (e.chain_queries > 0) row.chain_acc_seeds[task].push_back(e.chain_acc);
         auto& hs = hop_sum[task];
         auto& hn = hop_n[task];
@@ -228,7 +252,7 @@ CompareReport compare_run(const CompareOptions& o) {
           if (e.hop_queries[k] > 0) hs[k] += e.hop_acc[k], ++hn[k];
         rate_sum += job.result.tokens_per_s / static_cast<double>(o.seeds);
         row.seconds += job.result.seconds;
-        row.parameters = job.parameters;
+        if (task == "lm" || row.ppl_seeds.empty()) row.parameters = job.parameters;  // lm's width is matched
         if (job.model->dims().max_len >= T) decode_model = job.model;
       }
       for (const auto& t : o.tasks) {

@@ -10,6 +10,7 @@
 
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/error.h"
+#include "mixlab/data/lm_tokenizer.h"
 
 namespace mixlab {
 namespace {
@@ -64,23 +65,28 @@ bool read_bool(const json& j, const char* key, bool fallback, const std::string&
 
 const std::set<std::string>& known_keys() {
   static const std::set<std::string> keys = {
-      "task",       "vocab",        "length",    "pairs",           "hop_prob",  "curriculum", "d_model",
-      "layers",     "heads",        "mlp_ratio", "mixer",           "steps",     "batch",      "lr",
-      "warmup",     "weight_decay", "beta1",     "beta2",           "grad_clip", "seed",       "eval_batches",
-      "eval_batch", "eval_every",   "log_every", "checkpoint_every"};
+      "task",         "vocab",       "length",     "pairs",     "hop_prob",
+      "curriculum",   "d_model",     "layers",     "heads",     "mlp_ratio",
+      "mixer",        "steps",       "batch",      "lr",        "warmup",
+      "weight_decay", "beta1",       "beta2",      "grad_clip", "seed",
+      "eval_batches", "eval_batch",  "eval_every", "log_every", "checkpoint_every",
+      "tokenizer",    "eval_tokens", "eval_stride"};
   return keys;
 }
 
 // Keys that only change logging / evaluation cadence: they may differ on --resume.
 const std::set<std::string>& cadence_keys() {
-  static const std::set<std::string> keys = {"eval_batches", "eval_batch", "eval_every", "log_every",
-                                             "checkpoint_every"};
+  static const std::set<std::string> keys = {"eval_batches",     "eval_batch",  "eval_every", "log_every",
+                                             "checkpoint_every", "eval_tokens", "eval_stride"};
   return keys;
 }
 
 }  // namespace
 
-int64_t config_default_length(const std::string& task) { return task == "copy" || task == "textcopy" ? 16 : 64; }
+int64_t config_default_length(const std::string& task) {
+  if (task == "lm") return 128;
+  return task == "copy" || task == "textcopy" ? 16 : 64;
+}
 int64_t config_default_pairs(const std::string& task) { return task == "copy" || task == "textcopy" ? 0 : 8; }
 
 void config_validate(const TrainConfig& c, const std::string& origin) {
@@ -107,6 +113,13 @@ void config_validate(const TrainConfig& c, const std::string& origin) {
   MIXLAB_CHECK(c.eval_batches >= 1, "config {}: key 'eval_batches' must be >= 1, got {}", origin, c.eval_batches);
   MIXLAB_CHECK(c.eval_batch >= 1, "config {}: key 'eval_batch' must be >= 1, got {}", origin, c.eval_batch);
   MIXLAB_CHECK(c.log_every >= 1, "config {}: key 'log_every' must be >= 1, got {}", origin, c.log_every);
+  MIXLAB_CHECK(c.task.name == "lm" || c.task.tokenizer == "bytes",
+               "config {}: key 'tokenizer' applies to task lm only (task {}), got '{}'", origin, c.task.name,
+               c.task.tokenizer);
+  MIXLAB_CHECK(c.eval_tokens >= 0, "config {}: key 'eval_tokens' must be >= 0, got {}", origin, c.eval_tokens);
+  MIXLAB_CHECK(c.eval_stride >= 0 && (c.task.name != "lm" || c.eval_stride <= c.task.length),
+               "config {}: key 'eval_stride' must be in [0, length = {}] (0 = length / 2), got {}", origin,
+               c.task.length, c.eval_stride);
 }
 
 TrainConfig config_from_json(const json& j, const std::string& origin) {
@@ -121,6 +134,15 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   MIXLAB_CHECK(std::find(names.begin(), names.end(), c.task.name) != names.end(),
                "config {}: key 'task' must be one of {}, got '{}'", origin, fmt::join(names, ", "), c.task.name);
   if (c.task.name == "textcopy") c.task.vocab = std::max<int64_t>(c.task.vocab, 256);  // byte tokens
+  c.task.tokenizer = read_string(j, "tokenizer", c.task.tokenizer, origin);
+  if (c.task.name == "lm") {
+    // The vocabulary follows the tokenizer; a different explicit vocab is rejected by lm_validate.
+    try {
+      c.task.vocab = lm_tokenizer_vocab(lm_tokenizer_parse(c.task.tokenizer, "key 'tokenizer'"));
+    } catch (const Error& e) {
+      throw Error(fmt::format("config {}: {}", origin, e.what()));
+    }
+  }
   c.task.vocab = read_int(j, "vocab", c.task.vocab, 8, origin);
   c.task.length = read_int(j, "length", 0, 0, origin);
   if (c.task.length == 0) c.task.length = config_default_length(c.task.name);
@@ -148,6 +170,8 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   c.eval_every = read_int(j, "eval_every", c.eval_every, 0, origin);
   c.log_every = read_int(j, "log_every", c.log_every, 1, origin);
   c.checkpoint_every = read_int(j, "checkpoint_every", c.checkpoint_every, 0, origin);
+  c.eval_tokens = read_int(j, "eval_tokens", c.eval_tokens, 0, origin);
+  c.eval_stride = read_int(j, "eval_stride", c.eval_stride, 0, origin);
   config_validate(c, origin);
   return c;
 }
@@ -171,7 +195,9 @@ double config_memory_bytes(const TrainConfig& c) {
   const double T = static_cast<double>(task_sequence_length(c.task, c.task.length));
   const double B = static_cast<double>(std::max(c.batch, c.eval_batch));
   const double H = static_cast<double>(c.heads);
-  const double params = 2 * V * C + L * (4 + 2 * R) * C * C;
+  // The embedding is tied to the output head (model.h): V x C parameters once, not twice; with
+  // gpt2 (V = 50257) it dominates a small model, and so do the (B,T,V) logits below.
+  const double params = V * C + L * (4 + 2 * R) * C * C;
   // Parameters, gradients and two Adam moments, float32.
   const double state = 4 * params * 4;
   // Activations kept for backward: per layer a few (B,T,C) and (B,T,R*C) tensors; logits (B,T,V).
@@ -223,6 +249,9 @@ json config_to_json(const TrainConfig& c) {
   j["eval_every"] = c.eval_every;
   j["log_every"] = c.log_every;
   j["checkpoint_every"] = c.checkpoint_every;
+  j["tokenizer"] = c.task.tokenizer;
+  j["eval_tokens"] = c.eval_tokens;
+  j["eval_stride"] = c.eval_stride;
   return j;
 }
 
@@ -236,6 +265,10 @@ std::string config_resume_mismatch(const TrainConfig& checkpoint, const TrainCon
     }
   }
   return "";
+}
+
+int64_t config_eval_stride(const TrainConfig& c) {
+  return c.eval_stride > 0 ? c.eval_stride : std::max<int64_t>(1, c.task.length / 2);
 }
 
 double config_lr_at(const TrainConfig& c, int64_t step) {

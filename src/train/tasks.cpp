@@ -10,6 +10,7 @@
 #include "mixlab/core/fail.h"
 #include "mixlab/data/textcopy.h"
 #include "mixlab/train/mqar.h"
+#include "mixlab/train/task_lm.h"
 #include "mixlab/train/task_rng.h"
 #include "mixlab/train/task_s5.h"
 
@@ -68,7 +69,7 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
 }  // namespace
 
 const std::vector<std::string>& task_names() {
-  static const std::vector<std::string> names = {"copy", "recall", "multihop", "textcopy", "s5"};
+  static const std::vector<std::string> names = {"copy", "recall", "multihop", "textcopy", "s5", "lm"};
   return names;
 }
 
@@ -83,7 +84,7 @@ const Corpus& task_text_corpus() {
       tried.push_back(dir);
     }
     MIXLAB_FAIL(
-        "task textcopy: no corpus found (set MIXLAB_DATA_DIR, or run from the repository root where "
+        "tasks textcopy/lm: no corpus found (set MIXLAB_DATA_DIR, or run from the repository root where "
         "data/brown (scripts/setup.sh) or data/sample exists); tried {}",
         fmt::join(tried, ", "));
     return Corpus::from_documents({});
@@ -105,6 +106,7 @@ void task_validate(const TaskSpec& spec) {
   MIXLAB_CHECK(std::find(names.begin(), names.end(), spec.name) != names.end(), "task: unknown task '{}' (known: {})",
                spec.name, fmt::join(names, ", "));
   if (spec.name == "s5") return s5_validate(spec);  // mixlab/train/task_s5.h
+  if (spec.name == "lm") return lm_validate(spec);  // mixlab/train/task_lm.h
   MIXLAB_CHECK(spec.vocab >= 8, "task {}: vocab must be >= 8 (4 special tokens + content), got {}", spec.name,
                spec.vocab);
   MIXLAB_CHECK(spec.name != "textcopy" || spec.vocab >= Corpus::kVocabSize,
@@ -118,6 +120,7 @@ void task_validate(const TaskSpec& spec) {
 }
 
 int64_t task_sequence_length(const TaskSpec& spec, int64_t length) {
+  if (spec.name == "lm") return length;
   if (spec.name == "textcopy") return 2 * length - 1;
   return spec.name == "copy" ? 2 * length + 1 : length;
 }
@@ -141,6 +144,7 @@ Batch text_copy_generate(const TaskSpec& spec, int64_t batch_size, int64_t lengt
 
 Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, int64_t pairs, uint64_t seed) {
   if (spec.name == "s5") return s5_generate(spec, batch_size, length, seed);
+  if (spec.name == "lm") return lm_batch(spec, batch_size, 0, seed);
   task_validate(spec);
   MIXLAB_CHECK(batch_size >= 1, "task_generate: batch_size must be >= 1, got {}", batch_size);
   MIXLAB_CHECK(length >= min_length(spec) && length <= spec.length,
@@ -184,6 +188,7 @@ int task_phase(const TaskSpec& spec, int64_t step, int64_t total_steps) {
 
 Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, int64_t total_steps, uint64_t seed) {
   if (spec.name == "s5") return s5_train_batch(spec, batch_size, step, total_steps, seed);
+  if (spec.name == "lm") return lm_batch(spec, batch_size, step, seed);
   task_validate(spec);
   static constexpr int64_t kDivisor[4] = {8, 4, 2, 1};
   const int64_t div = kDivisor[task_phase(spec, step, total_steps)];
@@ -199,6 +204,7 @@ Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, i
 }
 
 Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, uint64_t seed) {
+  if (spec.name == "lm") return lm_batch(spec, batch_size, index, task_seed_mix(seed, 3, 0), LmSplit::kValid);
   if (spec.name == "textcopy") {  // held-out documents, not only held-out draws
     task_validate(spec);
     return text_copy_generate(spec, batch_size, spec.length, task_seed_mix(seed, 3, static_cast<uint64_t>(index)),

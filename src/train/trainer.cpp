@@ -18,6 +18,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
 #include "mixlab/dist/data_parallel.h"
+#include "mixlab/train/lm_eval.h"
 
 namespace mixlab {
 namespace {
@@ -284,6 +285,16 @@ BatchScore Trainer::train_step() {
 }
 
 EvalResult Trainer::evaluate() {
+  if (config_.task.name == "lm") {
+    const LmEvalResult e = lm_evaluate_split(*model_, config_, LmSplit::kValid);
+    EvalResult r;
+    r.loss = e.loss();
+    r.answer_tokens = e.tokens;
+    r.token_acc = e.tokens > 0 ? static_cast<double>(e.correct) / static_cast<double>(e.tokens) : 0.0;
+    r.bits_per_byte = e.bytes > 0 ? e.bits_per_byte() : 0.0;
+    r.scored_bytes = e.bytes;
+    return r;
+  }
   torch::NoGradGuard no_grad;
   model_->eval();
   EvalResult r;
@@ -486,9 +497,12 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
       const double eta = elapsed / static_cast<double>(step_ - first) * static_cast<double>(until - step_);
       result.last_loss = win_loss / static_cast<double>(win_steps);
       result.last_acc = static_cast<double>(win_correct) / static_cast<double>(std::max<int64_t>(1, win_answer_tokens));
+      const bool lm = config_.task.name == "lm";
       if (progress) {
-        std::cerr << fmt::format("{}step {}/{} loss {:.4f} acc {:.1f}% tok/s {} ETA {}\n", label, step_, config_.steps,
-                                 result.last_loss, 100.0 * result.last_acc, format_rate(rate), format_duration(eta));
+        const std::string quality = lm ? fmt::format("ppl {:.2f}", std::exp(result.last_loss))
+                                       : fmt::format("acc {:.1f}%", 100.0 * result.last_acc);
+        std::cerr << fmt::format("{}step {}/{} loss {:.4f} {} tok/s {} ETA {}\n", label, step_, config_.steps,
+                                 result.last_loss, quality, format_rate(rate), format_duration(eta));
       }
       if (metrics.is_open()) {
         nlohmann::json j = {{"step", step_},
@@ -496,6 +510,7 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
                             {"acc", result.last_acc},
                             {"lr", config_lr_at(config_, step_ - 1)},
                             {"tokens_per_s", rate}};
+        if (lm) j["ppl"] = std::exp(result.last_loss);
         metrics.append_line(j.dump());
       }
       win_loss = 0;
@@ -514,6 +529,7 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
                             {"eval_chain_acc", e.chain_acc},
                             {"eval_hop_acc", e.hop_acc},
                             {"eval_hop_queries", e.hop_queries}};
+        if (config_.task.name == "lm") j["eval_ppl"] = std::exp(e.loss), j["eval_bpb"] = e.bits_per_byte;
         metrics.append_line(j.dump());
       }
     }
@@ -543,6 +559,10 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
                         {"eval_chain_acc", result.eval.chain_acc},
                         {"eval_hop_acc", result.eval.hop_acc},
                         {"eval_hop_queries", result.eval.hop_queries}};
+    if (config_.task.name == "lm") {
+      j["eval_ppl"] = std::exp(result.eval.loss);
+      j["eval_bpb"] = result.eval.bits_per_byte;
+    }
     metrics.append_line(j.dump());
   }
   return result;

@@ -13,6 +13,11 @@
 //            recall/multihop S = 64 with 8 pairs, 600 steps of batch 32, lr 3e-3, warmup 60,
 //            no curriculum (too few steps for four phases); sized for the nine default mixers
 //            x three tasks on 2 cores with two runs at a time (8 min 6 s measured, docs/RESULTS.md)
+//   default, task lm: Brown bytes (mixlab/train/task_lm.h), window T = 128, 2 layers, 4 heads,
+//            batch 16, lr 3e-3, evaluated on the first 16384 valid tokens with stride 64. The
+//            width is matched per mixer (compare_matched_d_model): every mixer gets the d_model
+//            (a multiple of 2 x heads) whose parameter count is closest to attention's at 64,
+//            so mixers compete at (nearly) equal parameter counts. Setting d_model turns this off.
 //   paper    seed 000 App. C.3: d_model 256, ff 1024, 2 layers, head dim 64, vocab 8192, 20k
 //            steps, 2k warmup, lr 3e-3, batch 1024, beta2 0.98, wd 0.1, copy L = 128,
 //            recall/multihop S = 256 with 64 pairs (a GPU-scale budget: days on a CPU)
@@ -46,6 +51,12 @@ const std::vector<std::string>& compare_presets();
 /// The config of one run: `preset` for `task` and `mixer`, then `overrides` (key -> JSON value).
 TrainConfig compare_config(const std::string& preset, const std::string& task, const std::string& mixer,
                            const nlohmann::json& overrides);
+/// Parameters of the model `c` builds (built once, without training).
+int64_t compare_model_parameters(const TrainConfig& c);
+/// The d_model in [d/2, 2d] (multiples of 2 x heads; d = c.d_model) whose model has the
+/// parameter count closest to `target` (ties: the one closer to d). Widths the mixer rejects are
+/// skipped; returns c.d_model when none is accepted.
+int64_t compare_matched_d_model(const TrainConfig& c, int64_t target);
 
 struct CompareOptions {
   std::vector<std::string> tasks = {"copy", "recall", "multihop"};
@@ -76,6 +87,9 @@ struct CompareRow {
   std::map<std::string, double> answer_acc;  // per task, in [0, 1]
   std::map<std::string, double> eval_loss;   // per task, held-out cross-entropy per scored token
   std::map<std::string, double> chain_acc;   // multihop: accuracy on queries that follow >= 1 link
+  // lm: valid perplexity and bits per byte, every seed's value (seed order).
+  std::map<std::string, std::vector<double>> ppl_seeds, bpb_seeds;
+  int64_t d_model = 0;  // the width used (matched per mixer on lm)
   // With several seeds the maps above hold the mean; these hold every seed's value (seed order).
   std::map<std::string, std::vector<double>> token_acc_seeds, chain_acc_seeds;
   // recall/multihop: query accuracy by number of links (index 0 = direct), mean over seeds.

@@ -12,7 +12,8 @@ namespace mixlab {
 /// The table printed by `mixlab compare`. Unbounded and unmeasured cells read "∞" and "—", the
 /// same as in `mixlab analyze` (mixlab/analysis/format.h).
 std::string compare_table_text(const CompareReport& report);
-/// Writes compare.csv, compare.json and compare.png into `dir` (created if needed).
+/// Writes compare.csv, compare.json, compare.png (accuracy bars; only when a task other than lm
+/// ran) and compare_lm.png (lm: perplexity against time/token) into `dir` (created if needed).
 void compare_write(const CompareReport& report, const std::string& dir);
 
 }  // namespace mixlab

@@ -2,10 +2,16 @@
 //
 // A config is a flat JSON object; every key is optional and unknown keys are an error (a typo
 // must not silently train the default). Keys, defaults (the fast CPU setting) and meaning:
-//   task "copy"          copy | recall | multihop (mixlab/train/tasks.h)
-//   vocab 64             vocabulary size V (4 special tokens + content)
+//   task "copy"          copy | recall | multihop | textcopy | s5 | lm (mixlab/train/tasks.h)
+//   vocab 64             vocabulary size V (4 special tokens + content); lm: the tokenizer's
+//                        (set automatically; another value is an error)
 //   length 0             task length (copy: longest copied sequence; recall/multihop: sequence
-//                        length); 0 = the task's default (copy 16, recall/multihop 64)
+//                        length; lm: window T); 0 = the task's default (copy 16, recall/multihop
+//                        64, lm 128)
+//   tokenizer "bytes"    lm: bytes (V = 256) | gpt2 (V = 50257: the tied embedding alone is
+//                        50257 x d_model parameters and the logits B x T x 50257 floats)
+//   eval_tokens 0        lm: evaluate on the first N tokens of the valid stream (0 = all of it)
+//   eval_stride 0        lm: sliding-window stride of the evaluation (0 = length / 2)
 //   pairs 0              recall/multihop key–value pairs; 0 = default (8)
 //   hop_prob 0.5         multihop link probability
 //   curriculum true      4 phases dividing length and pairs by 8, 4, 2, 1
@@ -54,6 +60,8 @@ struct TrainConfig {
   int64_t eval_every = 0;
   int64_t log_every = 10;
   int64_t checkpoint_every = 0;
+  int64_t eval_tokens = 0;  // lm
+  int64_t eval_stride = 0;  // lm; 0 = length / 2 (config_eval_stride)
 };
 
 /// Config files larger than this are refused (a config is a few hundred bytes).
@@ -84,6 +92,8 @@ void config_check_memory(const TrainConfig& c, double limit_bytes, const std::st
                          const std::string& limit_name);
 /// Physical memory of this machine in bytes.
 double machine_memory_bytes();
+/// The lm evaluation stride: eval_stride, or max(1, length / 2) when it is 0.
+int64_t config_eval_stride(const TrainConfig& c);
 /// Schedule: linear warmup lr*(step+1)/warmup for step < warmup, then cosine from lr to 0 at `steps`.
 double config_lr_at(const TrainConfig& c, int64_t step);
 

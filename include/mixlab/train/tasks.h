@@ -57,6 +57,11 @@
 //   read once per process from $MIXLAB_DATA_DIR, else ./data/brown (installed by
 //   scripts/setup.sh), else ./data/sample (five documents shipped in the repository).
 //
+// lm (window T = length): next-token prediction on Brown with the bytes or gpt2 tokeniser
+//   (mixlab/train/task_lm.h); every position is scored. Training draws windows of the train
+//   stream; the trainer evaluates perplexity and bits per byte on the valid stream
+//   (mixlab/train/lm_eval.h); task_eval_batch gives random windows of the valid stream.
+//
 // Curriculum (App. C.1): training is split in 4 equal phases; phase p uses the length and the
 // pair count divided by 8, 4, 2, 1 (at least the task's minimum). Within a phase each batch
 // draws its length uniformly in [ceil(L_p / 2), L_p] and its pair count uniformly in
@@ -82,12 +87,13 @@ constexpr int64_t kTokenNoise = 3;
 constexpr int64_t kFirstContentToken = 4;
 
 struct TaskSpec {
-  std::string name = "copy";  // copy | recall | multihop | textcopy
-  int64_t vocab = 64;         // V
-  int64_t length = 16;        // copy/textcopy: longest copied span L; recall/multihop: sequence length S
-  int64_t pairs = 8;          // recall/multihop: most key–value pairs P (ignored by copy)
-  double hop_prob = 0.5;      // multihop: probability that a value is a link to an earlier key
-  bool curriculum = true;     // 4 phases dividing length and pairs by 8, 4, 2, 1
+  std::string name = "copy";        // copy | recall | multihop | textcopy | s5 | lm
+  int64_t vocab = 64;               // V
+  int64_t length = 16;              // copy/textcopy: longest copied span L; recall/multihop: sequence length S
+  int64_t pairs = 8;                // recall/multihop: most key–value pairs P (ignored by copy)
+  double hop_prob = 0.5;            // multihop: probability that a value is a link to an earlier key
+  bool curriculum = true;           // 4 phases dividing length and pairs by 8, 4, 2, 1
+  std::string tokenizer = "bytes";  // lm: bytes | gpt2 (vocab must be its vocabulary)
 };
 
 struct Batch {

@@ -28,10 +28,13 @@
 // optimiser step, so the weights and the last checkpoint stay finite. TrainOptions::skip_nonfinite
 // lets up to N such steps be skipped instead (no update; the step counter advances).
 //
-// Progress (stderr): one line every log_every steps: step, loss, accuracy, tokens/s, ETA.
+// Progress (stderr): one line every log_every steps: step, loss, accuracy (lm: perplexity),
+// tokens/s, ETA.
 // Metrics (JSONL, optional): {"step","loss","acc","lr","tokens_per_s","length"} per log line and
 // {"step","eval_loss","eval_token_acc","eval_answer_acc","eval_chain_acc","eval_hop_acc"} per evaluation
 // (eval_hop_acc: query accuracy per number of links, index 0 = direct recall; recall/multihop).
+// Task lm adds "ppl" to the training lines and "eval_ppl", "eval_bpb" to the evaluation lines; its
+// evaluation is the sliding-window score of the valid stream (lm_evaluate_split), not batches.
 // Each line is fdatasync'ed (AppendFile); on resume the file is first cut back to the lines of
 // steps <= the checkpoint's.
 //
@@ -83,6 +86,10 @@ struct EvalResult {
   // stored value itself, k = a chain of k links); empty for the other tasks.
   std::vector<double> hop_acc;
   std::vector<int64_t> hop_queries;
+  // lm: bits per byte of the scored valid text (mixlab/train/lm_eval.h) and its byte count;
+  // perplexity = exp(loss). 0 for the other tasks.
+  double bits_per_byte = 0;
+  int64_t scored_bytes = 0;
 };
 
 /// Loss and metrics of logits (B,T,V) against a batch. `loss` keeps the autograd graph.

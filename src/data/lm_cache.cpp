@@ -1,0 +1,117 @@
+// The LM token cache: versioned header + checksum, atomic write, mmap read (mixlab/data/lm_cache.h).
+#include "mixlab/data/lm_cache.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "mixlab/core/atomic_file.h"
+#include "mixlab/core/checksum.h"
+#include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
+
+namespace mixlab {
+namespace {
+
+constexpr const char* kMagic = "mixlab-lm-cache";
+constexpr int kVersion = 1;
+
+// The header lines covered by the checksum (everything but the checksum line itself).
+std::string header_fields(const LmCacheInfo& i) {
+  return fmt::format(
+      "{} {}\ntokenizer {}\nsplit {}\ncorpus {:016x}\nvocab {}\ndocuments {}\ntokens {}\ntext_bytes {}\n", kMagic,
+      kVersion, i.key.tokenizer, i.key.split, i.key.corpus, i.key.vocab, i.documents, i.tokens, i.text_bytes);
+}
+
+std::string_view payload_of(const uint16_t* tokens, int64_t n) {
+  return {reinterpret_cast<const char*>(tokens), static_cast<size_t>(n) * sizeof(uint16_t)};
+}
+
+}  // namespace
+
+void lm_cache_write(const std::string& path, const LmCacheInfo& info, const std::vector<uint16_t>& tokens) {
+  MIXLAB_CHECK(static_cast<int64_t>(tokens.size()) == info.tokens, "lm_cache_write: info says {} tokens, got {}",
+               info.tokens, tokens.size());
+  for (uint16_t t : tokens)
+    MIXLAB_CHECK(t < info.key.vocab, "lm_cache_write: token id {} outside the vocabulary of {}", t, info.key.vocab);
+  const std::string fields = header_fields(info);
+  const std::string_view payload = payload_of(tokens.data(), info.tokens);
+  const uint64_t sum = checksum64(payload, checksum64(fields));
+  std::string file = fields + fmt::format("checksum {:016x}\n", sum);
+  MIXLAB_ASSERT(static_cast<int64_t>(file.size()) < kLmCacheHeaderBytes, "lm cache header too long");
+  file.resize(static_cast<size_t>(kLmCacheHeaderBytes), '\0');
+  file.append(payload.data(), payload.size());
+  atomic_write_file(path, file);
+}
+
+std::shared_ptr<LmTokenFile> LmTokenFile::open(const std::string& path, const LmCacheKey& expected) {
+  const std::string what = fmt::format("LM token cache '{}'", path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  MIXLAB_CHECK_IO(fd >= 0, "{}: cannot open: {}", what, std::strerror(errno));
+  struct stat st {};
+  const int rc = ::fstat(fd, &st);
+  const auto size = static_cast<int64_t>(st.st_size);
+  if (rc != 0 || size < kLmCacheHeaderBytes) {
+    ::close(fd);
+    MIXLAB_FAIL("{}: truncated or corrupt (shorter than its {}-byte header)", what, kLmCacheHeaderBytes);
+  }
+  void* map = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping stays valid
+  MIXLAB_CHECK_IO(map != MAP_FAILED, "{}: cannot mmap: {}", what, std::strerror(err));
+  std::shared_ptr<LmTokenFile> f(new LmTokenFile());
+  f->map_ = map;
+  f->map_bytes_ = static_cast<size_t>(size);
+  f->path_ = path;
+
+  const char* base = static_cast<const char*>(map);
+  const std::string header(base, strnlen(base, static_cast<size_t>(kLmCacheHeaderBytes)));
+  std::istringstream in(header);
+  std::string magic, name;
+  int version = 0;
+  in >> magic >> version;
+  MIXLAB_CHECK(magic == kMagic, "{}: not an LM token cache (no '{}' header)", what, kMagic);
+  MIXLAB_CHECK(version == kVersion, "{}: format version {} is not supported (this mixlab reads version {})", what,
+               version, kVersion);
+  LmCacheInfo& i = f->info_;
+  std::string corpus_hex, sum_hex;
+  in >> name >> i.key.tokenizer;
+  in >> name >> i.key.split;
+  in >> name >> corpus_hex;
+  in >> name >> i.key.vocab;
+  in >> name >> i.documents;
+  in >> name >> i.tokens;
+  in >> name >> i.text_bytes;
+  in >> name >> sum_hex;
+  MIXLAB_CHECK(!in.fail() && name == "checksum" && corpus_hex.size() == 16 && sum_hex.size() == 16,
+               "{}: truncated or corrupt header", what);
+  for (const std::string* hex : {&corpus_hex, &sum_hex})
+    MIXLAB_CHECK(hex->find_first_not_of("0123456789abcdef") == std::string::npos, "{}: truncated or corrupt header",
+                 what);
+  i.key.corpus = std::stoull(corpus_hex, nullptr, 16);
+  const uint64_t stored = std::stoull(sum_hex, nullptr, 16);
+  MIXLAB_CHECK(i.key.tokenizer == expected.tokenizer && i.key.split == expected.split &&
+                   i.key.corpus == expected.corpus && i.key.vocab == expected.vocab,
+               "{}: built for tokenizer {}, split {}, corpus {:016x}, vocab {}; expected {}, {}, {:016x}, {}", what,
+               i.key.tokenizer, i.key.split, i.key.corpus, i.key.vocab, expected.tokenizer, expected.split,
+               expected.corpus, expected.vocab);
+  MIXLAB_CHECK(i.tokens >= 0 && size == kLmCacheHeaderBytes + 2 * i.tokens,
+               "{}: truncated or corrupt (the header says {} tokens, the file has {} bytes of tokens)", what, i.tokens,
+               size - kLmCacheHeaderBytes);
+  f->tokens_ = reinterpret_cast<const uint16_t*>(base + kLmCacheHeaderBytes);
+  const uint64_t actual = checksum64(payload_of(f->tokens_, i.tokens), checksum64(header_fields(i)));
+  MIXLAB_CHECK(actual == stored, "{}: checksum mismatch (stored {:016x}, computed {:016x}): the file is corrupt", what,
+               stored, actual);
+  return f;
+}
+
+LmTokenFile::~LmTokenFile() {
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+}
+
+}  // namespace mixlab

@@ -1,0 +1,74 @@
+// Prompt prefill + token-by-token decoding with sampling (mixlab/train/generate.h).
+#include "mixlab/train/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "mixlab/core/error.h"
+
+namespace mixlab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Feeds `tokens` into a fresh state one step at a time and returns the last logits (V).
+torch::Tensor prefill(DecoderModel& model, DecoderState& state, const std::vector<int64_t>& tokens) {
+  state = model.init_state(1);
+  torch::Tensor logits;
+  // Token by token through DecoderModel::step; switch to the mixers' chunked prefill when the
+  // decode engine (issue 14 item 5) provides it.
+  for (int64_t id : tokens) logits = model.step(state, torch::tensor({id}, torch::kInt64)).squeeze(0);
+  return logits;
+}
+
+}  // namespace
+
+GenerateStats generate_text(DecoderModel& model, const LmTokenizer& tok, const GenerateOptions& o,
+                            const std::function<void(const std::string&)>& emit, const std::atomic<bool>* stop) {
+  MIXLAB_CHECK(o.max_tokens >= 0, "--max-tokens must be >= 0, got {}", o.max_tokens);
+  sampling_validate(o.sampling);
+  MIXLAB_CHECK(model.dims().vocab == tok.vocab_size(),
+               "generate: the model's vocabulary ({}) is not the {} tokenizer's ({})", model.dims().vocab, tok.name(),
+               tok.vocab_size());
+  const int64_t max_len = model.dims().max_len;
+  std::vector<int64_t> context = {tok.separator()};
+  for (int64_t id : tok.encode(o.prompt)) context.push_back(id);
+  MIXLAB_CHECK(static_cast<int64_t>(context.size()) <= max_len,
+               "--prompt is {} tokens (with the begin token); the model's context is {} tokens", context.size(),
+               max_len);
+  torch::NoGradGuard no_grad;
+  model.eval();
+  GenerateStats s;
+  s.prompt_tokens = static_cast<int64_t>(context.size());
+  DecoderState state;
+  const auto t0 = Clock::now();
+  torch::Tensor logits = prefill(model, state, context);
+  s.prefill_seconds = seconds_since(t0);
+  Sampler sampler(o.seed);
+  const auto t1 = Clock::now();
+  while (s.generated < o.max_tokens) {
+    if (stop != nullptr && stop->load()) {
+      s.interrupted = true;
+      break;
+    }
+    const int64_t id = sampler.next(logits, o.sampling);
+    context.push_back(id);
+    ++s.generated;
+    emit(tok.decode_token(id));
+    if (s.generated == o.max_tokens) break;
+    if (state.position >= max_len) {  // context full: keep its last half
+      ++s.context_shifts;
+      const std::vector<int64_t> tail(context.end() - std::max<int64_t>(1, max_len / 2), context.end());
+      logits = prefill(model, state, tail);
+    } else {
+      logits = model.step(state, torch::tensor({id}, torch::kInt64)).squeeze(0);
+    }
+  }
+  s.decode_seconds = seconds_since(t1);
+  s.state_bytes = state.bytes();
+  return s;
+}
+
+}  // namespace mixlab
