@@ -82,9 +82,11 @@ class Mixer(_Tensors):
         self._dims = (d_model, n_heads, max_len)
         for name, tensor in self._impl.named_parameters():
             owner, leaf = self._owner(name)
-            # The C++ tensor itself, marked as a Parameter (torch's _is_param protocol): wrapping
-            # it in nn.Parameter(...) would make a detached alias whose .grad C++ never fills.
-            tensor._is_param = True
+            # The C++ tensor itself becomes the Parameter: nn.Parameter(tensor) would make a
+            # detached alias whose .grad the C++ forward never fills. Its Python class is set in
+            # place (torch's `_is_param` mark is not enough: isinstance would then also report it
+            # as an UninitializedParameter, which DistributedDataParallel rejects).
+            tensor.__class__ = torch.nn.Parameter
             owner.register_parameter(leaf, tensor)
         for name, tensor in self._impl.named_buffers():
             owner, leaf = self._owner(name)
