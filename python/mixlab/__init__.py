@@ -74,6 +74,10 @@ class Mixer(_Tensors):
 
     Decode: ``state = m.init_state(B)``, then ``y_t = m.step(state, x_t)`` with x_t (B,C) per
     token; step t equals ``forward(x)[:, t]``. No gradient flows through step.
+
+    ``copy.deepcopy`` and pickling (``torch.save(model)``) rebuild the mixer from its spec and
+    dims and copy the weights (not the gradients). Decode states cannot be saved (the C++ Mixer
+    interface has no state serialisation yet).
     """
 
     def __init__(self, spec, d_model, n_heads, max_len=4096):
@@ -135,9 +139,21 @@ class Mixer(_Tensors):
         """The sparsity pattern this mixer realises in the Y = (I-B)^-1 A X view, or ''."""
         return self._impl.pattern_spec
 
+    def __reduce__(self):
+        # copy.deepcopy and pickling (torch.save of a whole model) rebuild the C++ module from its
+        # spec and dims and load the weights; the C++ object itself cannot be pickled.
+        return (_rebuild_mixer, (self.spec, *self._dims, self.state_dict(), self.training))
+
     def extra_repr(self):
         d_model, n_heads, max_len = self._dims
         return f"'{self.spec}', d_model={d_model}, n_heads={n_heads}, max_len={max_len}"
+
+
+def _rebuild_mixer(spec, d_model, n_heads, max_len, state_dict, training):
+    with torch.random.fork_rng(devices=[]):  # the throw-away initial weights leave torch's RNG alone
+        m = Mixer(spec, d_model, n_heads, max_len)
+    m.load_state_dict(state_dict)
+    return m.train(training)
 
 
 def mixer(spec, d_model, n_heads, max_len=4096):

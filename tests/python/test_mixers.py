@@ -2,6 +2,8 @@
 exposes its C++ parameters to torch (gradients, optimizers, state_dict, dtype moves), and a torch
 model built from mixlab mixers trains.
 """
+import copy
+import io
 import unittest
 
 import torch
@@ -67,6 +69,20 @@ class ModuleProtocolTest(unittest.TestCase):
         self.assertFalse(torch.equal(a(x), b(x)))
         b.load_state_dict(a.state_dict())
         self.assertTrue(torch.equal(a(x), b(x)))
+
+    def test_deepcopy_and_pickle(self):
+        torch.manual_seed(5)
+        model = torch.nn.Sequential(torch.nn.Linear(C, C), mixlab.mixer("resolvent:pow2", C, H, max_len=16))
+        x = torch.randn(1, 7, C)
+        buf = io.BytesIO()
+        torch.save(model, buf)
+        buf.seek(0)
+        rng = torch.get_rng_state()
+        for clone in (copy.deepcopy(model), torch.load(buf)):
+            self.assertTrue(torch.equal(clone(x), model(x)))
+            # An independent module: its parameters are new C++ tensors.
+            self.assertFalse(any(a.data_ptr() == b.data_ptr() for a, b in zip(clone.parameters(), model.parameters())))
+        self.assertTrue(torch.equal(rng, torch.get_rng_state()))
 
     def test_double(self):
         torch.manual_seed(3)
