@@ -240,8 +240,8 @@ StateArchive StateArchive::reader(std::vector<StateEntry> entries, std::string s
 
 const StateEntry& StateArchive::next(const std::string& name, const char* kind) {
   const std::string full = prefix_ + name;
-  MIXLAB_CHECK(cursor_ < entries_.size(), "state '{}': missing {} '{}' (the state has {} entries)", source_, kind,
-               full, entries_.size());
+  MIXLAB_CHECK(cursor_ < entries_.size(), "state '{}': missing {} '{}' (the state has {} entries)", source_, kind, full,
+               entries_.size());
   const StateEntry& e = entries_[cursor_++];
   MIXLAB_CHECK(e.name == full, "state '{}': entry {} is '{}', expected {} '{}'", source_, cursor_ - 1, e.name, kind,
                full);

@@ -244,7 +244,8 @@ TEST(DecodeEngine, FileFormErrorsNameThePath) {
     bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   bytes[8] = 9;
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   expect_error([&] { c.mixer->load_file(path); }, {"s.state", "version 9", "reads version 1"});
   std::filesystem::remove_all(dir);
 }

@@ -122,6 +122,9 @@ class DecoderModel : public torch::nn::Module {
   /// What a saved state is headed by: the dims and every block's mixer spec. A state loads only
   /// into a model with the same one.
   std::string state_spec() const;
+  // The module's weight archives (checkpoints) keep their names beside the state's save/load.
+  using torch::nn::Module::load;
+  using torch::nn::Module::save;
   void save(const DecoderState& state, std::ostream& out);
   void save_file(const DecoderState& state, const std::string& path);
   /// Throws mixlab::Error naming `source` / the path for a corrupt, truncated or other-model state.
