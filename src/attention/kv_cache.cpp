@@ -1,5 +1,6 @@
 #include "mixlab/attention/kv_cache.h"
 
+#include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
@@ -9,6 +10,15 @@ KvCacheState::KvCacheState(int64_t batch, int64_t heads, int64_t head_dim, int64
   const int64_t cap = window > 0 ? window : 16;
   k_ = torch::zeros({batch, heads, cap, head_dim}, options);
   v_ = torch::zeros({batch, heads, cap, head_dim}, options);
+}
+
+void KvCacheState::io(StateArchive& ar) {
+  ar.scalar("position", pos_);
+  ar.tensor("k", k_, window_ > 0);
+  ar.tensor("v", v_, window_ > 0);
+  MIXLAB_CHECK(k_.defined() && v_.defined() && k_.sizes() == v_.sizes() && k_.size(2) >= cached_positions(),
+               "KV cache state: k {} / v {} cannot hold {} positions", k_.defined() ? shape_string(k_) : "undefined",
+               v_.defined() ? shape_string(v_) : "undefined", cached_positions());
 }
 
 int64_t KvCacheState::cached_positions() const { return window_ > 0 ? std::min(pos_, window_) : pos_; }

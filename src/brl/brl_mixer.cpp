@@ -44,6 +44,16 @@ torch::Tensor merge_heads(const torch::Tensor& t) {
 
 }  // namespace
 
+void BrlState::io(StateArchive& ar) {
+  ar.scalar("position", pos);
+  ar.nested("local", *local);
+  ar.tensor("block_inputs", block_inputs);
+  ar.tensor("prop_k", prop_k);
+  ar.tensor("prop_v", prop_v);
+  MIXLAB_CHECK(local->position() == pos, "brl state: local window at position {}, the state at {}", local->position(),
+               pos);
+}
+
 int64_t BrlState::bytes() const {
   return local->bytes() + tensor_bytes(block_inputs) + tensor_bytes(prop_k) + tensor_bytes(prop_v);
 }

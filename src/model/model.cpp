@@ -53,6 +53,25 @@ torch::Tensor Block::step(MixerState& state, const torch::Tensor& x_t) {
   return h + mlp(h);
 }
 
+torch::Tensor Block::step_fast(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
+                               torch::Tensor& memory_out) {
+  if (memory_mixer_) return step(state, x_t, memory_in, memory_out);
+  const int64_t C = x_t.size(-1);
+  const auto& o1 = ln1_->options;
+  auto h = at::add(x_t, mixer_->step(state, at::layer_norm(x_t, {C}, ln1_->weight, ln1_->bias, o1.eps())));
+  const auto& o2 = ln2_->options;
+  auto u = at::addmm(fc_->bias, at::layer_norm(h, {C}, ln2_->weight, ln2_->bias, o2.eps()), fc_->weight.t());
+  at::gelu_(u);
+  auto out = at::addmm(proj_->bias, u, proj_->weight.t());
+  out.add_(h);
+  return out;
+}
+
+torch::Tensor Block::prefill(MixerState& state, const torch::Tensor& x) {
+  auto h = x + mixer_->prefill(state, ln1_(x));
+  return h + mlp(h);
+}
+
 torch::Tensor Block::memory_update(const torch::Tensor& memory, const torch::Tensor& delta) {
   auto h = memory + delta;
   return h + mem_proj_(torch::gelu(mem_fc_(mem_ln_(h))));
@@ -80,6 +99,11 @@ int64_t DecoderState::bytes() const {
   for (const auto& s : blocks) total += s->bytes();
   for (const auto& m : memory) total += tensor_bytes(m);
   return total + tensor_bytes(memory_init);
+}
+
+int64_t DecoderState::batch() const {
+  MIXLAB_CHECK(!blocks.empty(), "DecoderState: the state has no blocks (not made by init_state)");
+  return blocks.front()->batch();
 }
 
 DecoderModel::DecoderModel(const ModelDims& dims, const MixerFactory& factory) : dims_(dims) {
@@ -130,15 +154,8 @@ DecoderState DecoderModel::init_state(int64_t batch) {
   return s;
 }
 
-torch::Tensor DecoderModel::step(DecoderState& state, const torch::Tensor& tokens_t) {
-  check_dim("DecoderModel::step", "tokens_t", tokens_t, 1, "(B)");
-  MIXLAB_CHECK(state.blocks.size() == blocks_.size(), "DecoderModel::step: state has {} blocks, model has {}",
-               state.blocks.size(), blocks_.size());
-  MIXLAB_CHECK(state.memory.size() == blocks_.size(),
-               "DecoderModel::step: state has {} memory slots, model has {} blocks", state.memory.size(),
-               blocks_.size());
-  MIXLAB_CHECK(state.position < dims_.max_len, "DecoderModel::step: position {} reached max_len = {}", state.position,
-               dims_.max_len);
+torch::Tensor DecoderModel::step_reference(DecoderState& state, const torch::Tensor& tokens_t) {
+  check_step_input(state, tokens_t);
   auto x = embed_(tokens_t);                 // (B,C)
   torch::Tensor memory = state.memory_init;  // entering block 0; each memory block replaces it
   for (size_t l = 0; l < blocks_.size(); ++l) {
@@ -147,6 +164,120 @@ torch::Tensor DecoderModel::step(DecoderState& state, const torch::Tensor& token
   }
   ++state.position;
   return torch::matmul(ln_f_(x), embed_->weight.t());  // (B,V)
+}
+
+void DecoderModel::check_step_input(const DecoderState& state, const torch::Tensor& tokens_t) const {
+  check_dim("DecoderModel::step", "tokens_t", tokens_t, 1, "(B)");
+  MIXLAB_CHECK(tokens_t.scalar_type() == torch::kInt64, "DecoderModel::step: tokens_t must be int64, got {}",
+               c10::toString(tokens_t.scalar_type()));
+  check_state(state, "DecoderModel::step");
+  MIXLAB_CHECK(state.position < dims_.max_len, "DecoderModel::step: position {} reached max_len = {}", state.position,
+               dims_.max_len);
+}
+
+torch::Tensor DecoderModel::step(DecoderState& state, const torch::Tensor& tokens_t) {
+  check_step_input(state, tokens_t);
+  // Decode never trains: InferenceMode skips autograd and version-counter bookkeeping on every op,
+  // which at d = 64 is most of an op's cost (profiled: docs/BENCHMARKS.md, decode engine).
+  c10::InferenceMode inference;
+  auto x = at::embedding(embed_->weight, tokens_t);  // (B,C)
+  torch::Tensor memory = state.memory_init;
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    x = blocks_[l]->step_fast(*state.blocks[l], x, memory, state.memory[l]);
+    if (blocks_[l]->memory_mixer() != nullptr) memory = state.memory[l];
+  }
+  ++state.position;
+  return at::matmul(ln_f_->forward(x), embed_->weight.t());  // (B,V)
+}
+
+void DecoderModel::check_state(const DecoderState& state, const char* fn) const {
+  MIXLAB_CHECK(state.blocks.size() == blocks_.size(), "{}: state has {} blocks, model has {}", fn, state.blocks.size(),
+               blocks_.size());
+  MIXLAB_CHECK(state.memory.size() == blocks_.size(), "{}: state has {} memory slots, model has {} blocks", fn,
+               state.memory.size(), blocks_.size());
+}
+
+torch::Tensor DecoderModel::prefill(DecoderState& state, const torch::Tensor& tokens) {
+  const char* fn = "DecoderModel::prefill";
+  c10::InferenceMode inference;
+  check_dim(fn, "tokens", tokens, 2, "(B,T)");
+  MIXLAB_CHECK(tokens.scalar_type() == torch::kInt64, "{}: tokens must be int64, got {}", fn,
+               c10::toString(tokens.scalar_type()));
+  MIXLAB_CHECK(tokens.size(1) >= 1, "{}: tokens must have T >= 1, got {}", fn, shape_string(tokens));
+  check_state(state, fn);
+  MIXLAB_CHECK(state.position + tokens.size(1) <= dims_.max_len, "{}: position {} + T = {} exceeds max_len = {}", fn,
+               state.position, tokens.size(1), dims_.max_len);
+  if (memory_source_ != nullptr) {
+    // The memory stream is recomputed at segment boundaries inside the chunk: step through it.
+    std::vector<torch::Tensor> rows;
+    for (int64_t t = 0; t < tokens.size(1); ++t) rows.push_back(step(state, tokens.select(1, t)));
+    return torch::stack(rows, 1);
+  }
+  auto x = embed_(tokens);  // (B,T,C)
+  for (size_t l = 0; l < blocks_.size(); ++l) x = blocks_[l]->prefill(*state.blocks[l], x);
+  state.position += tokens.size(1);
+  return torch::matmul(ln_f_(x), embed_->weight.t());  // (B,T,V)
+}
+
+std::string DecoderModel::state_spec() const {
+  std::string s = fmt::format("decoder:vocab={}:d={}:layers={}:heads={}:mlp={}:max_len={}", dims_.vocab, dims_.d_model,
+                              dims_.layers, dims_.heads, dims_.mlp_ratio, dims_.max_len);
+  for (const auto& b : blocks_) s += "|" + b->mixer().spec();
+  return s;
+}
+
+StateRecord DecoderModel::state_record(const DecoderState& state_in, bool copy) {
+  auto& state = const_cast<DecoderState&>(state_in);  // a writing archive only reads the fields
+  check_state(state, "DecoderModel::save");
+  auto ar = StateArchive::writer(copy);
+  ar.scalar("position", state.position);
+  ar.tensor("memory_init", state.memory_init);
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    ar.nested("block" + std::to_string(l), *state.blocks[l]);
+    ar.tensor("memory" + std::to_string(l), state.memory[l]);
+  }
+  StateRecord r;
+  r.spec = state_spec();
+  r.batch = state.batch();
+  r.position = state.position;
+  r.entries = std::move(ar.entries());
+  return r;
+}
+
+DecoderState DecoderModel::state_from_record(StateRecord record, const std::string& source) {
+  MIXLAB_CHECK(record.spec == state_spec(), "state '{}': saved for model '{}', this model is '{}'", source, record.spec,
+               state_spec());
+  DecoderState s = init_state(record.batch);
+  auto ar = StateArchive::reader(std::move(record.entries), source);
+  ar.scalar("position", s.position);
+  ar.tensor("memory_init", s.memory_init);
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    ar.nested("block" + std::to_string(l), *s.blocks[l]);
+    ar.tensor("memory" + std::to_string(l), s.memory[l], false);
+    MIXLAB_CHECK(s.blocks[l]->position() == s.position,
+                 "state '{}': block {} is at position {}, the model state at {} (inconsistent)", source, l,
+                 s.blocks[l]->position(), s.position);
+  }
+  ar.finish();
+  MIXLAB_CHECK(s.position == record.position, "state '{}': header position {} differs from the stored one {}", source,
+               record.position, s.position);
+  return s;
+}
+
+void DecoderModel::save(const DecoderState& state, std::ostream& out) { state_write(out, state_record(state, false)); }
+
+void DecoderModel::save_file(const DecoderState& state, const std::string& path) {
+  state_write_file(path, state_record(state, false));
+}
+
+DecoderState DecoderModel::load(std::istream& in, const std::string& source) {
+  return state_from_record(state_read(in, source), source);
+}
+
+DecoderState DecoderModel::load_file(const std::string& path) { return state_from_record(state_read_file(path), path); }
+
+DecoderState DecoderModel::fork(const DecoderState& state) {
+  return state_from_record(state_record(state, true), "fork");
 }
 
 int64_t DecoderModel::parameter_count() const {

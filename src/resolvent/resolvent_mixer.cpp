@@ -118,6 +118,12 @@ Tensor ResolventMixer::forward_chunk(const Tensor& x, ResolventState& state) {
   return output(z);
 }
 
+Tensor ResolventMixer::prefill(MixerState& state_in, const Tensor& x) {
+  auto* state = dynamic_cast<ResolventState*>(&state_in);
+  MIXLAB_CHECK(state != nullptr, "ResolventMixer::prefill: state must come from this mixer's init_state");
+  return forward_chunk(x, *state);
+}
+
 std::unique_ptr<MixerState> ResolventMixer::init_state(int64_t batch) {
   ResolventStateLayout layout;
   layout.store_x = !shared();

@@ -17,7 +17,8 @@ using torch::Tensor;
 
 namespace {
 
-constexpr int64_t kStateFormatVersion = 1;
+// Spec heading a standalone op state (no mixer): this prefix + the pattern spec.
+constexpr const char* kOpStateSpec = "resolvent-op:";
 
 // Copies rows r of src (B,H,T,E) into slot slots[r] of dst (B,H,Cap,E), in row order (a later
 // row that reuses a slot overwrites the earlier one, which was evicted).
@@ -197,70 +198,107 @@ void ResolventState::advance(int64_t T) {
   take_slots(T);
 }
 
+void ResolventState::io(StateArchive& ar) {
+  const char* fn = "ResolventState::io";
+  ar.scalar("position", position_);
+  if (!ar.loading()) {
+    const auto held = held_positions();
+    Tensor h = torch::tensor(held, torch::kLong);
+    ar.tensor("held", h);
+    Tensor x = layout_.store_x ? gather(x_, held) : Tensor(), y = layout_.store_y ? gather(y_, held) : Tensor();
+    ar.tensor("x", x);
+    ar.tensor("y", y);
+    for (size_t k = 0; k < extras_.size(); ++k) {
+      Tensor e = gather(extras_[k], held);
+      ar.tensor("extra" + std::to_string(k), e);
+    }
+    return;
+  }
+  MIXLAB_CHECK(slot_of_.empty(), "{}: reading needs a fresh state, this one holds {} positions", fn, slot_of_.size());
+  Tensor held;
+  ar.tensor("held", held);
+  MIXLAB_CHECK(held.defined() && held.dim() == 1 && held.scalar_type() == torch::kLong,
+               "{}: 'held' must be a 1-D int64 tensor", fn);
+  const int64_t n = held.numel();
+  const auto* hp = held.data_ptr<int64_t>();
+  for (int64_t r = 0; r < n; ++r)
+    MIXLAB_CHECK(hp[r] >= 0 && hp[r] < position_ && (r == 0 || hp[r] > hp[r - 1]),
+                 "{}: held positions must be ascending and below position {}, got {} at {}", fn, position_, hp[r], r);
+  reserve(n);
+  std::vector<int64_t> slots;
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t s = take_slot();
+    slot_of_[hp[r]] = s;
+    slots.push_back(s);
+  }
+  auto read_rows = [&](const std::string& key, bool stored, Tensor& dst, int64_t E) {
+    Tensor t;
+    ar.tensor(key, t);
+    if (!stored) {
+      MIXLAB_CHECK(!t.defined(), "{}: '{}' is stored but this state's layout has none", fn, key);
+      return;
+    }
+    MIXLAB_CHECK(t.defined(), "{}: '{}' is missing", fn, key);
+    check_shape(fn, key.c_str(), t, {batch_, heads_, n, E}, "(B,H,N,E)");
+    MIXLAB_CHECK(t.scalar_type() == dtype_, "{}: '{}' has dtype {}, expected {}", fn, key,
+                 c10::toString(t.scalar_type()), c10::toString(dtype_));
+    copy_rows(dst, t, slots);
+  };
+  read_rows("x", layout_.store_x, x_, head_dim_);
+  read_rows("y", layout_.store_y, y_, head_dim_);
+  for (size_t k = 0; k < extras_.size(); ++k)
+    read_rows("extra" + std::to_string(k), true, extras_[k], layout_.extra_dims[k]);
+}
+
 void ResolventState::save(std::ostream& out) const {
-  torch::serialize::OutputArchive ar;
-  const auto held = held_positions();
-  ar.write("version", c10::IValue(kStateFormatVersion));
-  ar.write("spec", c10::IValue(pattern_.spec()));
-  ar.write("sizes", torch::tensor(std::vector<int64_t>{batch_, heads_, head_dim_, position_}, torch::kLong));
-  ar.write("dtype", c10::IValue(static_cast<int64_t>(dtype_)));
-  ar.write("store", torch::tensor(std::vector<int64_t>{layout_.store_x, layout_.store_y}, torch::kLong));
-  ar.write("extra_dims", torch::tensor(layout_.extra_dims, torch::kLong));
-  ar.write("held", torch::tensor(held, torch::kLong));
-  if (layout_.store_x) ar.write("x", gather(x_, held));
-  if (layout_.store_y) ar.write("y", gather(y_, held));
-  for (size_t k = 0; k < extras_.size(); ++k) ar.write("extra" + std::to_string(k), gather(extras_[k], held));
-  ar.save_to(out);
+  auto ar = StateArchive::writer();
+  int64_t heads = heads_, head_dim = head_dim_, dtype = static_cast<int64_t>(dtype_);
+  bool sx = layout_.store_x, sy = layout_.store_y;
+  Tensor extra_dims = torch::tensor(layout_.extra_dims, torch::kLong);
+  ar.scalar("heads", heads);
+  ar.scalar("head_dim", head_dim);
+  ar.scalar("dtype", dtype);
+  ar.flag("store_x", sx);
+  ar.flag("store_y", sy);
+  ar.tensor("extra_dims", extra_dims);
+  const_cast<ResolventState*>(this)->io(ar);  // a writing archive only reads the fields
+  StateRecord r;
+  r.spec = std::string(kOpStateSpec) + pattern_.spec();
+  r.batch = batch_;
+  r.position = position_;
+  r.entries = std::move(ar.entries());
+  state_write(out, r);
 }
 
 std::unique_ptr<ResolventState> ResolventState::load(std::istream& in) {
   const char* fn = "ResolventState::load";
-  try {
-    torch::serialize::InputArchive ar;
-    ar.load_from(in);
-    c10::IValue v;
-    ar.read("version", v);
-    MIXLAB_CHECK(v.toInt() == kStateFormatVersion, "{}: unsupported state format version {}, expected {}", fn,
-                 v.toInt(), kStateFormatVersion);
-    ar.read("spec", v);
-    auto pattern = Pattern::parse(v.toStringRef());
-    Tensor sizes, store, extra_dims, held;
-    ar.read("sizes", sizes);
-    ar.read("store", store);
-    ar.read("extra_dims", extra_dims);
-    ar.read("held", held);
-    ar.read("dtype", v);
-    MIXLAB_CHECK(sizes.numel() == 4 && store.numel() == 2, "{}: malformed sizes", fn);
-    ResolventStateLayout layout;
-    layout.store_x = store[0].item<int64_t>() != 0;
-    layout.store_y = store[1].item<int64_t>() != 0;
-    for (int64_t k = 0; k < extra_dims.numel(); ++k) layout.extra_dims.push_back(extra_dims[k].item<int64_t>());
-    auto st =
-        std::make_unique<ResolventState>(pattern, sizes[0].item<int64_t>(), sizes[1].item<int64_t>(),
-                                         sizes[2].item<int64_t>(), static_cast<torch::ScalarType>(v.toInt()), layout);
-    const int64_t n = held.numel();
-    std::vector<int64_t> slots;
-    for (int64_t r = 0; r < n; ++r) {
-      const int64_t s = st->take_slot();
-      st->slot_of_[held[r].item<int64_t>()] = s;
-      slots.push_back(s);
-    }
-    st->position_ = sizes[3].item<int64_t>();
-    auto read_rows = [&](const std::string& key, Tensor& dst, int64_t E) {
-      Tensor t;
-      ar.read(key, t);
-      check_shape(fn, key.c_str(), t, {st->batch_, st->heads_, n, E}, "(B,H,N,E)");
-      copy_rows(dst, t, slots);
-    };
-    if (layout.store_x) read_rows("x", st->x_, st->head_dim_);
-    if (layout.store_y) read_rows("y", st->y_, st->head_dim_);
-    for (size_t k = 0; k < st->extras_.size(); ++k)
-      read_rows("extra" + std::to_string(k), st->extras_[k], layout.extra_dims[k]);
-    return st;
-  } catch (const c10::Error& e) {
-    MIXLAB_FAIL("{}: malformed state stream: {}", fn, e.what_without_backtrace());
-  }
-  return nullptr;
+  StateRecord r = state_read(in, fn);
+  MIXLAB_CHECK(r.spec.rfind(kOpStateSpec, 0) == 0, "{}: the stream holds a state of '{}', not of the resolvent op", fn,
+               r.spec);
+  auto pattern = Pattern::parse(r.spec.substr(std::string(kOpStateSpec).size()));
+  auto ar = StateArchive::reader(std::move(r.entries), fn);
+  int64_t heads = 0, head_dim = 0, dtype = 0;
+  ResolventStateLayout layout;
+  Tensor extra_dims;
+  ar.scalar("heads", heads);
+  ar.scalar("head_dim", head_dim);
+  ar.scalar("dtype", dtype);
+  ar.flag("store_x", layout.store_x);
+  ar.flag("store_y", layout.store_y);
+  ar.tensor("extra_dims", extra_dims);
+  MIXLAB_CHECK(extra_dims.defined() && extra_dims.dim() == 1 && extra_dims.scalar_type() == torch::kLong &&
+                   extra_dims.numel() <= 16,
+               "{}: 'extra_dims' must be a short 1-D int64 tensor", fn);
+  for (int64_t k = 0; k < extra_dims.numel(); ++k) layout.extra_dims.push_back(extra_dims[k].item<int64_t>());
+  MIXLAB_CHECK(dtype == static_cast<int64_t>(torch::kFloat) || dtype == static_cast<int64_t>(torch::kDouble),
+               "{}: dtype code {} is not float32 or float64", fn, dtype);
+  auto st = std::make_unique<ResolventState>(pattern, r.batch, heads, head_dim, static_cast<torch::ScalarType>(dtype),
+                                             layout);
+  st->io(ar);
+  ar.finish();
+  MIXLAB_CHECK(st->position() == r.position, "{}: header position {} differs from the stored one {}", fn, r.position,
+               st->position());
+  return st;
 }
 
 }  // namespace mixlab

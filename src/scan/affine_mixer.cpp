@@ -135,11 +135,30 @@ std::string AffineMixer::spec() const {
   return chunk_ == 64 ? std::string(info().name) : std::string(info().name) + ":" + std::to_string(chunk_);
 }
 
-AffineMixer::Prepared AffineMixer::prepare(const torch::Tensor& x) {
+torch::Tensor AffineMixer::fused_projection(const torch::Tensor& x) {
+  std::vector<torch::Tensor> ws = {q_proj_->weight, k_proj_->weight, v_proj_->weight};
+  if (gate_proj_) ws.push_back(gate_proj_->weight);
+  std::vector<int64_t> versions;
+  for (const auto& w : ws) versions.push_back(w._version());
+  if (!fused_w_.defined() || versions != fused_versions_ || fused_w_.scalar_type() != x.scalar_type()) {
+    torch::NoGradGuard no_grad;
+    fused_w_ = torch::cat(ws, 0).to(x.scalar_type()).t().contiguous();  // (C, N): x @ W
+    fused_versions_ = versions;
+  }
+  return at::matmul(x, fused_w_);
+}
+
+AffineMixer::Prepared AffineMixer::prepare(const torch::Tensor& x, const torch::Tensor& fused) {
   const int64_t H = heads_;
   Prepared p;
-  auto q = heads_first(q_proj_->forward(x), H), k = heads_first(k_proj_->forward(x), H);
-  auto v = heads_first(v_proj_->forward(x), H);  // (B,H,T,Dv)
+  // Projection outputs: from the fused decode matmul (narrowed) or one Linear each.
+  const int64_t nq = H * dk_, nv = H * dv_;
+  auto lin = [&](torch::nn::Linear& m, int64_t offset, int64_t n) {
+    return fused.defined() ? fused.narrow(-1, offset, n) : m->forward(x);
+  };
+  auto q = heads_first(lin(q_proj_, 0, nq), H), k = heads_first(lin(k_proj_, nq, nq), H);
+  auto v = heads_first(lin(v_proj_, 2 * nq, nv), H);  // (B,H,T,Dv)
+  auto gate_lin = [&]() { return lin(gate_proj_, 2 * nq + nv, nv); };
   const auto B = x.size(0), T = x.size(1);
   auto per_head = [&](const torch::Tensor& t) { return t.permute({0, 2, 1}); };  // (B,T,H) -> (B,H,T)
   auto expand_keys = [&](const torch::Tensor& t) { return t.unsqueeze(-1).expand({B, H, T, dk_}); };
@@ -156,14 +175,14 @@ AffineMixer::Prepared AffineMixer::prepare(const torch::Tensor& x) {
       p.k = k;
       p.v = v;
       p.g = retnet_log_gamma_.to(x.scalar_type()).view({1, H, 1, 1}).expand({B, H, T, dk_});
-      p.gate = torch::silu(gate_proj_->forward(x)).reshape({B, T, H, dv_});
+      p.gate = torch::silu(gate_lin()).reshape({B, T, H, dv_});
       break;
     case AffineMember::kGla:
       p.q = q * scale;
       p.k = k;
       p.v = v;
       p.g = heads_first(torch::log_sigmoid(decay_proj2_->forward(decay_proj_->forward(x))), H) / kGlaNormaliser;
-      p.gate = torch::silu(gate_proj_->forward(x)).reshape({B, T, H, dv_});
+      p.gate = torch::silu(gate_lin()).reshape({B, T, H, dv_});
       break;
     case AffineMember::kMamba: {
       auto u = torch::silu(v);                                                   // (B,H,T,D)
@@ -173,7 +192,7 @@ AffineMixer::Prepared AffineMixer::prepare(const torch::Tensor& x) {
       p.k = delta.unsqueeze(-1) * k;                                             // Δ_t B_t
       p.v = u;
       p.g = delta.unsqueeze(-1) * a.view({1, H, 1, dk_});
-      p.gate = torch::silu(gate_proj_->forward(x)).reshape({B, T, H, dv_});
+      p.gate = torch::silu(gate_lin()).reshape({B, T, H, dv_});
       p.skip = u.permute({0, 2, 1, 3}) * d_skip_;  // (B,T,H,D)
       break;
     }
@@ -183,7 +202,7 @@ AffineMixer::Prepared AffineMixer::prepare(const torch::Tensor& x) {
       p.k = k * input.unsqueeze(-1);
       p.v = with_ones_column(v);
       p.g = expand_keys(per_head(torch::log_sigmoid(decay_proj_->forward(x))));
-      p.gate = torch::sigmoid(gate_proj_->forward(x)).reshape({B, T, H, dv_});
+      p.gate = torch::sigmoid(gate_lin()).reshape({B, T, H, dv_});
       break;
     }
     case AffineMember::kGatedRfa: {
@@ -206,7 +225,7 @@ AffineMixer::Prepared AffineMixer::prepare(const torch::Tensor& x) {
       p.beta = per_head(torch::sigmoid(aux_proj_->forward(x)));
       if (member_ == AffineMember::kGatedDeltaNet) {
         p.log_alpha = per_head(-torch::exp(a_log_) * torch::softplus(decay_proj_->forward(x) + dt_bias_));
-        p.gate = torch::silu(gate_proj_->forward(x)).reshape({B, T, H, dv_});
+        p.gate = torch::silu(gate_lin()).reshape({B, T, H, dv_});
       }
       break;
     case AffineMember::kCount:
@@ -288,6 +307,19 @@ torch::Tensor AffineMixer::forward_from(const torch::Tensor& x, const torch::Ten
 
 torch::Tensor AffineMixer::forward(const torch::Tensor& x) { return forward_from(x, {}, nullptr); }
 
+torch::Tensor AffineMixer::prefill(MixerState& state_base, const torch::Tensor& x) {
+  const std::string fn = std::string(info().name) + " prefill";
+  auto* state = dynamic_cast<AffineState*>(&state_base);
+  MIXLAB_CHECK(state != nullptr, "{}: state was not created by this mixer's init_state", fn);
+  check_shape(fn.c_str(), "x", x, {state->s_.size(0), -1, dims_.d_model}, "(B,T,C)");
+  MIXLAB_CHECK(x.size(1) >= 1, "{}: x must have T >= 1, got {}", fn, shape_string(x));
+  torch::Tensor final_state;
+  auto y = forward_from(x, state->s_, &final_state);
+  state->s_ = final_state.detach();
+  state->pos_ += x.size(1);
+  return y;
+}
+
 std::unique_ptr<MixerState> AffineMixer::init_state(int64_t batch) {
   MIXLAB_CHECK(batch > 0, "{} init_state: batch must be > 0, got {}", info().name, batch);
   auto dtype = o_proj_->weight.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
@@ -301,7 +333,10 @@ torch::Tensor AffineMixer::step(MixerState& state_base, const torch::Tensor& x_t
   MIXLAB_CHECK(state != nullptr, "{}: state was not created by this mixer's init_state", fn);
   check_shape(fn.c_str(), "x_t", x_t, {state->s_.size(0), dims_.d_model}, "(B,C)");
   check_same_dtype(fn.c_str(), "x_t", x_t, "the state", state->s_);
-  auto p = prepare(x_t.unsqueeze(1));
+  // Decode: one matmul for all input projections when no gradient is wanted (dispatch, not
+  // arithmetic, dominates a d = 64 step).
+  auto x1 = x_t.unsqueeze(1);
+  auto p = torch::GradMode::is_enabled() ? prepare(x1) : prepare(x1, fused_projection(x1));
   AffineStep st;
   if (info().kernel == AK::kDiagDecay) {
     st = detail::diag_decay_step_unchecked(state->s_, p.q.select(2, 0), p.k.select(2, 0), p.v.select(2, 0),

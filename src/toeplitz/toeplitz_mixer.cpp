@@ -116,6 +116,15 @@ torch::Tensor ToeplitzMixer::forward(const torch::Tensor& x) {
   return out_proj_->forward(z.permute({0, 2, 1, 3}).reshape({B, T, d_model_}));
 }
 
+void ToeplitzState::io(StateArchive& ar) {
+  ar.scalar("position", position_);
+  ar.tensor("cache", cache_, false);
+  MIXLAB_CHECK(position_ == 0 ||
+                   (cache_.defined() && cache_.dim() == 4 && cache_.size(0) == batch_ && cache_.size(2) >= position_),
+               "toeplitz state: cache {} cannot hold {} positions of batch {}",
+               cache_.defined() ? shape_string(cache_) : "undefined", position_, batch_);
+}
+
 std::unique_ptr<MixerState> ToeplitzMixer::init_state(int64_t batch) {
   MIXLAB_CHECK(batch > 0, "ToeplitzMixer::init_state: batch must be positive, got {}", batch);
   auto state = std::make_unique<ToeplitzState>();

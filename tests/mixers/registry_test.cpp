@@ -8,36 +8,12 @@
 
 #include "mixlab/core/error.h"
 #include "support/gradcheck.h"
+#include "support/mixer_specs.h"
 
 namespace {
 
-// One spec per registered family (plus variants worth covering), generated from the registry
-// itself: a newly registered family is covered without editing this list; a family that needs
-// parameters gets its variants from the branches below.
-std::vector<std::string> specs_under_test() {
-  std::vector<std::string> specs;
-  for (const auto& info : mixlab::mixer_families()) {
-    if (info.family == "local") {
-      specs.push_back("local:3");
-    } else if (info.family == "resolvent") {
-      for (auto p : {"order:2", "pow2", "pow2+cache", "square+cache", "dense", "band:4", "causal"})
-        specs.push_back(std::string("resolvent:") + p);
-    } else if (info.family == "ssm") {
-      specs.push_back("ssm:4");
-    } else {
-      specs.push_back(info.family);
-    }
-  }
-  return specs;
-}
-
-mixlab::MixerDims small_dims() {
-  mixlab::MixerDims d;
-  d.d_model = 16;
-  d.n_heads = 2;
-  d.max_len = 64;
-  return d;
-}
+std::vector<std::string> specs_under_test() { return mixlab::testing::mixer_specs_under_test(); }
+mixlab::MixerDims small_dims() { return mixlab::testing::small_mixer_dims(); }
 
 }  // namespace
 

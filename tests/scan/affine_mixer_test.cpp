@@ -155,6 +155,7 @@ TEST(AffineMixerErrors, BadInputs) {
   struct Other : MixerState {
     int64_t position() const override { return 0; }
     int64_t bytes() const override { return 0; }
+    int64_t batch() const override { return 2; }
   } other;
   expect_error([&] { layer->step(other, torch::randn({2, 8})); }, "state was not created by this mixer's init_state");
   MixerDims dims;

@@ -27,6 +27,11 @@ class CumulativeMeanMixer : public Mixer {
     int64_t pos = 0;
     int64_t position() const override { return pos; }
     int64_t bytes() const override { return tensor_bytes(sum); }
+    int64_t batch() const override { return sum.size(0); }
+    void io(StateArchive& ar) override {
+      ar.scalar("position", pos);
+      ar.tensor("sum", sum);
+    }
   };
   std::unique_ptr<MixerState> init_state(int64_t batch) override {
     auto s = std::make_unique<State>();

@@ -17,6 +17,10 @@ class KvCacheState : public MixerState {
   int64_t position() const override { return pos_; }
   int64_t bytes() const override { return tensor_bytes(k_) + tensor_bytes(v_); }
   int64_t cached_positions() const override;
+  int64_t batch() const override { return k_.size(0); }
+  /// Position and the whole k, v buffers (capacity included, so a restored cache grows at the
+  /// same tokens as the original).
+  void io(StateArchive& ar) override;
 
   /// Keys/values of the cached past positions (B,H,n,D), in no particular order for the window
   /// case (softmax does not care about order).

@@ -61,6 +61,8 @@ class BrlState : public MixerState {
   int64_t position() const override { return pos; }
   int64_t bytes() const override;
   int64_t cached_positions() const override { return local->cached_positions(); }
+  int64_t batch() const override { return block_inputs.size(0); }
+  void io(StateArchive& ar) override;
 
   std::unique_ptr<MixerState> local;  // F_gen's KV cache
   torch::Tensor block_inputs;         // (B,N,C): inputs of the current block, slot t mod N

@@ -11,6 +11,10 @@
 // Decode: `state = model.init_state(B)` then `logits_t = model.step(state, tokens_t (B))` per
 // token; equals forward(tokens)[:, t] row by row (each block steps its mixer's own state).
 // Cost per token = the mixer's decode cost + O(C^2 r) for the MLP + O(C V) for the head.
+// The decode engine of the mixers (mixlab/mixer/mixer.h) lifts to the model: prefill(state,
+// tokens (B,T)) feeds a prompt chunk through every block's Mixer::prefill (logits of every row,
+// equal to forward); save/load write the whole DecoderState (every block's state and the memory
+// stream) in the one state format (mixlab/mixer/state_io.h) headed by state_spec(); fork copies it.
 //
 // Memory stream (mixlab/mixer/memory_mixer.h). When some blocks hold a MemoryMixer, the model
 // carries a second residual stream beside x: it starts as the first memory mixer's
@@ -53,8 +57,9 @@ MixerFactory mixer_factory_from_spec(const std::string& spec);
 class Block : public torch::nn::Module {
  public:
   Block(const ModelDims& dims, MixerPtr mixer);
-  torch::Tensor forward(const torch::Tensor& x);                    // (B,T,C) -> (B,T,C)
-  torch::Tensor step(MixerState& state, const torch::Tensor& x_t);  // (B,C) -> (B,C)
+  torch::Tensor forward(const torch::Tensor& x);                     // (B,T,C) -> (B,T,C)
+  torch::Tensor step(MixerState& state, const torch::Tensor& x_t);   // (B,C) -> (B,C)
+  torch::Tensor prefill(MixerState& state, const torch::Tensor& x);  // (B,T,C) -> (B,T,C)
   /// With the memory stream: x (B,T,C), memory (B,K,M,Dm) or undefined -> {x', memory'};
   /// a block without a memory mixer passes the memory through.
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const torch::Tensor& memory);
@@ -62,6 +67,10 @@ class Block : public torch::nn::Module {
   /// block's cached outgoing memory, updated only when the mixer reports a delta.
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
                      torch::Tensor& memory_out);
+  /// step with the memory stream through at:: ops directly (layer_norm, addmm, in-place GELU
+  /// and residual adds on fresh tensors): the decode path's block, equal to step.
+  torch::Tensor step_fast(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
+                          torch::Tensor& memory_out);
   Mixer& mixer() { return *mixer_; }
   /// The mixer as a MemoryMixer, or null when it has no memory.
   MemoryMixer* memory_mixer() { return memory_mixer_.get(); }
@@ -87,6 +96,8 @@ struct DecoderState {
   int64_t position = 0;
   /// Bytes held by all mixer states and the memory stream.
   int64_t bytes() const;
+  /// Sequences B held.
+  int64_t batch() const;
 };
 
 class DecoderModel : public torch::nn::Module {
@@ -95,13 +106,41 @@ class DecoderModel : public torch::nn::Module {
   /// tokens (B,T) int64 -> logits (B,T,V) float32.
   torch::Tensor forward(const torch::Tensor& tokens);
   DecoderState init_state(int64_t batch);
-  /// tokens_t (B) int64 -> logits (B,V); advances every block's state by one token.
+  /// tokens_t (B) int64 -> logits (B,V); advances every block's state by one token. The decode
+  /// path: runs under c10::InferenceMode (no autograd bookkeeping; decode never trains, and
+  /// the logits it returns are inference tensors), the backbone through its fused ops.
   torch::Tensor step(DecoderState& state, const torch::Tensor& tokens_t);
+  /// The same row through the plain modules, in the caller's grad mode: the baseline the fast
+  /// path is benchmarked against (bench/decode_bench.cpp) and tested equal to.
+  torch::Tensor step_reference(DecoderState& state, const torch::Tensor& tokens_t);
+  /// tokens (B,T) int64, T >= 1 -> logits (B,T,V); advances the state by T tokens; equals the
+  /// rows of forward over the whole prefix. Runs under InferenceMode like step: a state that
+  /// step or prefill touched holds inference tensors; use it through step, prefill, save, load
+  /// and fork (fork returns ordinary tensors). Blocks run their mixer's chunked prefill; a model
+  /// with a memory stream steps token by token (the stream changes inside a chunk).
+  torch::Tensor prefill(DecoderState& state, const torch::Tensor& tokens);
+  /// What a saved state is headed by: the dims and every block's mixer spec. A state loads only
+  /// into a model with the same one.
+  std::string state_spec() const;
+  // The module's weight archives (checkpoints) keep their names beside the state's save/load.
+  using torch::nn::Module::load;
+  using torch::nn::Module::save;
+  void save(const DecoderState& state, std::ostream& out);
+  void save_file(const DecoderState& state, const std::string& path);
+  /// Throws mixlab::Error naming `source` / the path for a corrupt, truncated or other-model state.
+  DecoderState load(std::istream& in, const std::string& source = "stream");
+  DecoderState load_file(const std::string& path);
+  /// A deep copy: two independent continuations.
+  DecoderState fork(const DecoderState& state);
   const ModelDims& dims() const { return dims_; }
   int64_t parameter_count() const;
   std::vector<std::shared_ptr<Block>>& blocks() { return blocks_; }
 
  private:
+  void check_state(const DecoderState& state, const char* fn) const;
+  void check_step_input(const DecoderState& state, const torch::Tensor& tokens_t) const;
+  StateRecord state_record(const DecoderState& state, bool copy);
+  DecoderState state_from_record(StateRecord record, const std::string& source);
   ModelDims dims_;
   torch::nn::Embedding embed_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;

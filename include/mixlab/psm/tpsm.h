@@ -96,7 +96,10 @@ class TpsmState : public MixerState {
   int64_t roots() const { return counter_->roots(); }
   /// Agg calls made by the counter since init (or restore).
   int64_t agg_calls() const { return counter_->agg_calls(); }
-  int64_t batch() const { return batch_; }
+  int64_t batch() const override { return batch_; }
+  /// Position, buffer fill, the buffer, and the counter: chunks t, then each root's level, root
+  /// and cached fold (the counter's slot levels are checked against t on load).
+  void io(StateArchive& ar) override;
 
  private:
   friend class TpsmMixer;

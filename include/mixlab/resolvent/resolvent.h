@@ -92,7 +92,7 @@ class ResolventState : public MixerState {
   int64_t cached_positions() const override { return static_cast<int64_t>(slot_of_.size()); }
 
   const Pattern& pattern() const { return pattern_; }
-  int64_t batch() const { return batch_; }
+  int64_t batch() const override { return batch_; }
   int64_t heads() const { return heads_; }
   int64_t head_dim() const { return head_dim_; }
   torch::ScalarType dtype() const { return dtype_; }
@@ -122,8 +122,13 @@ class ResolventState : public MixerState {
   /// then never pays a doubling copy mid-stream). Never shrinks.
   void reserve(int64_t slots);
 
-  /// Binary round trip through torch's archive format (pattern spec, layout, sizes, position,
-  /// held positions and their rows). load throws mixlab::Error for a malformed stream.
+  /// Position, held positions and their rows (x, y, extras), in the state format
+  /// (mixlab/mixer/state_io.h); the layout is the mixer's (implied by its spec). Reading needs a
+  /// fresh state (position 0) of the same layout.
+  void io(StateArchive& ar) override;
+  /// A standalone round trip (no mixer): the state format headed "resolvent-op", with the
+  /// pattern, sizes, dtype and layout as entries before io's. load throws mixlab::Error for a
+  /// malformed, corrupt or truncated stream.
   void save(std::ostream& out) const;
   static std::unique_ptr<ResolventState> load(std::istream& in);
 

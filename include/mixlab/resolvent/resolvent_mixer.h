@@ -65,6 +65,8 @@ class ResolventMixer : public Mixer {
   /// advanced by T. Equals the matching rows of one long forward.
   torch::Tensor forward_chunk(const torch::Tensor& x, ResolventState& state);
   std::unique_ptr<MixerState> init_state(int64_t batch) override;
+  /// Chunked prefill: forward_chunk (rows read the state's past, then append the chunk).
+  torch::Tensor prefill(MixerState& state, const torch::Tensor& x) override;
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t) override;
   std::string spec() const override { return "resolvent:" + pattern_.spec(); }
   std::string cost_class() const override { return pattern_.time_class(); }

@@ -24,6 +24,11 @@ class SsmState : public MixerState {
   explicit SsmState(torch::Tensor h) : h_(std::move(h)) {}
   int64_t position() const override { return pos_; }
   int64_t bytes() const override { return tensor_bytes(h_); }
+  int64_t batch() const override { return h_.size(0); }
+  void io(StateArchive& ar) override {
+    ar.scalar("position", pos_);
+    ar.tensor("h", h_);
+  }
   torch::Tensor h_;  // (B,C,N)
   int64_t pos_ = 0;
 };

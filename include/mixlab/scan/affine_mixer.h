@@ -80,6 +80,11 @@ class AffineState : public MixerState {
   explicit AffineState(torch::Tensor s) : s_(std::move(s)) {}
   int64_t position() const override { return pos_; }
   int64_t bytes() const override { return tensor_bytes(s_); }
+  int64_t batch() const override { return s_.size(0); }
+  void io(StateArchive& ar) override {
+    ar.scalar("position", pos_);
+    ar.tensor("S", s_);
+  }
   torch::Tensor s_;
   int64_t pos_ = 0;
 };
@@ -95,6 +100,8 @@ class AffineMixer : public Mixer {
   torch::Tensor forward_from(const torch::Tensor& x, const torch::Tensor& initial_state, torch::Tensor* final_state);
   std::unique_ptr<MixerState> init_state(int64_t batch) override;
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t) override;
+  /// Chunked prefill: forward_from the state's S (the chunked kernel), then S = its final state.
+  torch::Tensor prefill(MixerState& state, const torch::Tensor& x) override;
   std::string spec() const override;
   std::string cost_class() const override { return "O(1)"; }
 
@@ -112,7 +119,12 @@ class AffineMixer : public Mixer {
     torch::Tensor gate, skip;  // output gate (B,T,H,Dv) and skip input (B,T,H,Dv), when used
   };
   const AffineMemberInfo& info() const { return affine_member_info(member_); }
-  Prepared prepare(const torch::Tensor& x);
+  /// fused: decode's single matmul over [q; k; v; gate] (fused_projection), or undefined for
+  /// one Linear per projection (training, prefill).
+  Prepared prepare(const torch::Tensor& x, const torch::Tensor& fused = {});
+  /// x (B,T,C) -> [q | k | v | gate] (B,T,·) through one matmul with the concatenated weights,
+  /// rebuilt when a weight changed (version counter). Decode only (no autograd).
+  torch::Tensor fused_projection(const torch::Tensor& x);
   torch::Tensor finish(const Prepared& p, const torch::Tensor& o);  // o (B,H,T,Dv') -> (B,T,C)
   AffineResult run(const Prepared& p, const torch::Tensor& initial_state);
 
@@ -126,6 +138,8 @@ class AffineMixer : public Mixer {
   torch::nn::Linear decay_proj_{nullptr}, decay_proj2_{nullptr};  // data-dependent decay / forget gate
   torch::nn::Linear aux_proj_{nullptr};                           // mlstm input gate, delta-rule beta, mamba Δ
   torch::Tensor a_log_, d_skip_, dt_bias_, rfa_w_, retnet_log_gamma_;
+  torch::Tensor fused_w_;                // (Nq+Nk+Nv+Ngate, C), decode cache of the weights
+  std::vector<int64_t> fused_versions_;  // the weights' version counters it was built from
 };
 
 /// Factory for the registry: `name` one of the table's names, `args` "" or a chunk size.

@@ -54,6 +54,8 @@ class ToeplitzState : public MixerState {
   int64_t position() const override { return position_; }
   int64_t bytes() const override { return tensor_bytes(cache_); }
   int64_t cached_positions() const override { return position_; }
+  int64_t batch() const override { return batch_; }
+  void io(StateArchive& ar) override;
 
  private:
   friend class ToeplitzMixer;
