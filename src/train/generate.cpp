@@ -13,13 +13,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Feeds `tokens` into a fresh state one step at a time and returns the last logits (V).
+// Feeds `tokens` into a fresh state through the model's chunked prefill (every block's
+// Mixer::prefill, chunks of kPrefillChunk tokens so a long prompt never builds one (T,T) score
+// matrix) and returns the last logits (V).
+constexpr int64_t kPrefillChunk = 256;
 torch::Tensor prefill(DecoderModel& model, DecoderState& state, const std::vector<int64_t>& tokens) {
   state = model.init_state(1);
   torch::Tensor logits;
-  // Token by token through DecoderModel::step; switch to the mixers' chunked prefill when the
-  // decode engine (issue 14 item 5) provides it.
-  for (int64_t id : tokens) logits = model.step(state, torch::tensor({id}, torch::kInt64)).squeeze(0);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  for (int64_t begin = 0; begin < n; begin += kPrefillChunk) {
+    const int64_t len = std::min(kPrefillChunk, n - begin);
+    auto chunk =
+        torch::tensor(std::vector<int64_t>(tokens.begin() + begin, tokens.begin() + begin + len), torch::kInt64)
+            .unsqueeze(0);
+    logits = model.prefill(state, chunk).select(1, len - 1).squeeze(0);
+  }
   return logits;
 }
 
