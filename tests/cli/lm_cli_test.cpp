@@ -2,6 +2,7 @@
 // the happy paths and every bad input of generate.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -42,7 +43,8 @@ const char* kTinyLm =
 class LmCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = temp_dir("shared");
+    // Per process: ctest runs each test of this suite in its own process, in parallel.
+    dir_ = temp_dir("shared_" + std::to_string(::getpid()));
     const auto r = run_mixlab(dir_, std::string(kTinyLm) + " --out " + dir_ + "/run");
     ASSERT_EQ(r.code, 0) << r.output;
     train_output_ = r.output;
