@@ -237,7 +237,8 @@ void run_train(const TrainArgs& a) {
 
 void cmd_train_register(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
-  CLI::App* sub = app.add_subcommand("train", "Train one mixer on one synthetic task (see configs/)");
+  CLI::App* sub = app.add_subcommand(
+      "train", "Train one mixer on one task: a synthetic task or language modelling (--task lm; see configs/)");
   sub->add_option("--config", args->config, "JSON config file (keys: mixlab/train/config.h; at most 1 MiB)");
   sub->add_option("--task", args->task, "Task: copy | recall | multihop | textcopy | s5 | lm (overrides the config)");
   sub->add_option("--mixer", args->mixer, "Mixer spec, e.g. attention, local:8, resolvent:pow2")

@@ -23,7 +23,7 @@ double window_work(const std::vector<int64_t>& sizes_2n, int64_t n) {
   return static_cast<double>(n) * nnz / 2.0;
 }
 
-void fill_congestion(const Pattern& p, int64_t T, const AnalyzeOptions& opt, CongestionReport& c) {
+void fill_congestion(const Pattern& given, int64_t T, const AnalyzeOptions& opt, CongestionReport& c) {
   c.n = T / 2;
   const int64_t n = c.n;
   if (n < 1) {
@@ -32,6 +32,8 @@ void fill_congestion(const Pattern& p, int64_t T, const AnalyzeOptions& opt, Con
     c.exact_status = "n/a (T < 2)";
     return;
   }
+  // Rows equal for every position < 2n, so every bound and routing below is the same.
+  const Pattern p = analysis_equivalent_pattern(given, 2 * n);
   auto sizes = analysis_row_sizes(p, 2 * n);
   const double work = window_work(sizes, n);
   Routing start;  // heuristic start, built only when the heuristic runs
@@ -71,11 +73,10 @@ void fill_congestion(const Pattern& p, int64_t T, const AnalyzeOptions& opt, Con
   } else {
     // Every edge jumps back at most J positions, so d(i, i + n) >= ceil(n / J).
     analysis_detail::RowSource rows(p, 2 * n);
-    std::vector<int64_t> row;
     int64_t J = 1;
     for (int64_t v = 1; v < 2 * n; ++v) {
-      rows.row(v, row);
-      if (!row.empty()) J = std::max(J, v - row.back());
+      const int64_t oldest = rows.oldest(v);  // O(log K): enumerating rows here was O(T^2)
+      if (oldest >= 0) J = std::max(J, v - oldest);
     }
     c.prop47 = c.lower_bound = ceil_half_plus((n + J - 1) / J);
     c.lower_bound_source = fmt::format("Prop. 4.7 with d >= ceil(n / max jump {})", J);

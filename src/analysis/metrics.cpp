@@ -39,6 +39,16 @@ void RowSource::row(int64_t i, std::vector<int64_t>& out) const {
   }
 }
 
+int64_t RowSource::oldest(int64_t i) const {
+  const int64_t I = i + 1;
+  // The last scale with f_k < I gives the oldest element: e_k is non-increasing in k (above).
+  const auto K = std::lower_bound(f_.begin(), f_.end(), I) - f_.begin();  // f_k <= i
+  if (K == 0) return -1;
+  const int64_t k = K - 1;
+  if (!cache_) return i - f_[k];
+  return a_[k] * ((I - f_[k] + a_[k] - 1) / a_[k]) - 1;
+}
+
 int64_t RowSource::row_size(int64_t i) const {
   if (!cache_) return std::upper_bound(f_.begin(), f_.end(), i) - f_.begin();
   const int64_t I = i + 1;
@@ -144,6 +154,19 @@ std::vector<int64_t> analysis_cache_sizes_reference(const Pattern& p, int64_t T)
   return cache;
 }
 
+Pattern analysis_equivalent_pattern(const Pattern& p, int64_t T) {
+  analysis_check_T("analysis_equivalent_pattern", T);
+  if (!p.cache_efficient()) return p;
+  const auto a = cache_lattice_steps(p, T);
+  if (!std::all_of(a.begin(), a.end(), [](int64_t step) { return step == 1; })) return p;
+  static const std::string kSuffix = "+cache";
+  const std::string& spec = p.spec();  // canonical: the suffix is last
+  MIXLAB_ASSERT(
+      spec.size() > kSuffix.size() && spec.compare(spec.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0,
+      "canonical +cache spec '{}' does not end in {}", spec, kSuffix);
+  return Pattern::parse(spec.substr(0, spec.size() - kSuffix.size()));
+}
+
 PatternGraph pattern_graph_build(const Pattern& p, int64_t T) {
   analysis_check_T("pattern_graph_build", T);
   RowSource rows(p, T);
@@ -212,8 +235,9 @@ std::vector<int32_t> analysis_distance_by_difference(const Pattern& p, int64_t T
   return d;
 }
 
-ShortestPathStats analysis_shortest_path(const Pattern& p, int64_t T, int64_t max_work, int64_t max_stored_edges) {
+ShortestPathStats analysis_shortest_path(const Pattern& given, int64_t T, int64_t max_work, int64_t max_stored_edges) {
   analysis_check_T("analysis_shortest_path", T);
+  const Pattern p = analysis_equivalent_pattern(given, T);
   MIXLAB_CHECK(max_work > 0, "analysis_shortest_path: max_work must be > 0, got {}", max_work);
   ShortestPathStats s;
   double sum = 0;

@@ -18,6 +18,8 @@ class RowSource {
   void row(int64_t i, std::vector<int64_t>& out) const;
   /// |P(i)|.
   int64_t row_size(int64_t i) const;
+  /// The oldest position row i reads (the last of row(i)), or -1 when the row is empty. O(log K).
+  int64_t oldest(int64_t i) const;
 
   /// The offsets f(0) < f(1) < ... that are <= T - 1.
   const std::vector<int64_t>& offsets() const { return f_; }

@@ -95,11 +95,24 @@ torch::Tensor AttentionMixer::step(MixerState& state_base, const torch::Tensor& 
   const int64_t pos = state->position();
   auto qkv = qkv_->forward(x_t).view({B, 1, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,B,H,1,D)
   auto q = rope_apply(qkv[0], pos), k = rope_apply(qkv[1], pos), v = qkv[2];
-  // Scores against the cached past plus the current token.
-  auto keys = torch::cat({state->keys(), k}, 2), values = torch::cat({state->values(), v}, 2);
+  // Scores against the cached past plus the current token. Full attention without autograd
+  // pushes first and reads the cache in place: concatenating the past with the current token
+  // copied the whole cache every token. The window keeps the concatenation (its ring holds only
+  // the W past positions, and the current token would overwrite the oldest one still read), and
+  // so does a step that autograd records (the cache is written without history).
+  const bool in_place = window_ <= 0 && !(torch::GradMode::is_enabled() && k.requires_grad());
+  torch::Tensor keys, values;
+  if (in_place) {
+    state->push(k.squeeze(2), v.squeeze(2));
+    keys = state->keys();
+    values = state->values();
+  } else {
+    keys = torch::cat({state->keys(), k}, 2);
+    values = torch::cat({state->values(), v}, 2);
+  }
   auto p = (torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(D))).softmax(-1);
   auto y = torch::matmul(p, values);  // (B,H,1,D)
-  state->push(k.squeeze(2), v.squeeze(2));
+  if (!in_place) state->push(k.squeeze(2), v.squeeze(2));
   return out_->forward(y.squeeze(2).reshape({B, dims_.d_model}));
 }
 

@@ -437,3 +437,30 @@ TEST(AnalysisPlot, WritesPngAndSvg) {
   expect_error([&] { analysis_plot(Pattern::parse("pow2"), 16, "/nonexistent_dir_mixlab/x.png"); }, {"cannot"});
   std::filesystem::remove_all(dir);
 }
+
+// Issue 16 item 10: a +cache pattern whose lattice steps are all 1 has the rows of its plain
+// pattern, and the analysis uses the plain pattern's O(T) shortcuts: linear+cache at T = 2^20 is
+// analysed by coin change and shifted routing, not by an O(T^2) graph search.
+TEST(AnalysisEquivalentPattern, UnitLatticeCachePatternsAreTheirPlainPattern) {
+  EXPECT_EQ(analysis_equivalent_pattern(Pattern::parse("linear+cache"), int64_t{1} << 20).spec(), "linear");
+  EXPECT_EQ(analysis_equivalent_pattern(Pattern::parse("offsets:1,2,3+cache"), 100).spec(), "offsets:1,2,3");
+  EXPECT_EQ(analysis_equivalent_pattern(Pattern::parse("pow2+cache"), 4).spec(), "pow2");  // f = 1, 2 only
+  EXPECT_EQ(analysis_equivalent_pattern(Pattern::parse("pow2+cache"), 64).spec(), "pow2+cache");
+  EXPECT_EQ(analysis_equivalent_pattern(Pattern::parse("square+cache"), 64).spec(), "square+cache");
+  EXPECT_EQ(analysis_equivalent_pattern(Pattern::parse("order:3"), 64).spec(), "order:3");
+  for (const auto& spec : kSpecs) {
+    auto p = Pattern::parse(spec);
+    for (int64_t T : {1, 3, 5, 40}) {
+      auto q = analysis_equivalent_pattern(p, T);
+      for (int64_t i = 0; i < T; ++i) ASSERT_EQ(q.row(i), p.row(i)) << spec << " T=" << T << " i=" << i;
+    }
+  }
+  expect_error([] { analysis_equivalent_pattern(Pattern::parse("linear+cache"), 0); }, "T must be > 0");
+  const auto r = analyze_pattern(Pattern::parse("linear+cache"), int64_t{1} << 20);
+  EXPECT_EQ(r.spec, "linear+cache");
+  EXPECT_EQ(r.shortest_path.method, "coin-change");
+  EXPECT_TRUE(r.shortest_path.exact);
+  EXPECT_EQ(r.shortest_path.max, 1);
+  EXPECT_EQ(r.congestion.d_min, 1);
+  EXPECT_EQ(r.cost_max, (int64_t{1} << 20) - 1);
+}

@@ -61,6 +61,14 @@ PatternGraph pattern_graph_build(const Pattern& p, int64_t T);
 /// point forward. Only nodes in [source, last] are visited. O(nnz of rows source..last).
 std::vector<int32_t> graph_distances_from(const PatternGraph& g, int64_t source, int64_t last);
 
+/// The pattern to analyse in place of p at length T: its rows equal p's rows for every i < T, and
+/// it is translation-invariant whenever that holds. A +cache pattern whose lattice steps a_k
+/// (Prop. 4.12) are all 1 for the offsets below T has S_I = { I - f_k }, the rows of its plain
+/// pattern: linear+cache is linear, and so is offsets:1,2,3+cache. The analyses then take the
+/// translation-invariant shortcuts (coin change, shifted routing) instead of graph searches,
+/// which are O(T^2) for such rows (issue 16 item 10). Any other pattern is returned unchanged.
+Pattern analysis_equivalent_pattern(const Pattern& p, int64_t T);
+
 /// Shortest path by difference δ = i - j for a translation-invariant pattern (translation_invariant()
 /// true): d[0] = 0, d[δ] = min number of offsets summing to δ (coin change), for δ in [0, T).
 /// Non-recurrent patterns: 1 for offsets, kUnreachable otherwise. Throws for +cache.
