@@ -21,6 +21,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -301,6 +302,55 @@ Mixer.step, which advances it by one token.
             return mx.step(*state, x_t);
           },
           py::arg("state"), py::arg("x_t"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "prefill",
+          [](mixlab::Mixer& mx, const std::shared_ptr<mixlab::MixerState>& state, const at::Tensor& x) {
+            MIXLAB_CHECK(state != nullptr, "Mixer.prefill: state is None (use Mixer.init_state(batch))");
+            return mx.prefill(*state, x);
+          },
+          py::arg("state"), py::arg("x"), py::call_guard<py::gil_scoped_release>())
+      // Decode states in the one state format (mixlab/mixer/state_io.h): header with the mixer's
+      // spec, version and checksum. Bytes for in-memory use, files written atomically by C++.
+      .def(
+          "save_state",
+          [](mixlab::Mixer& mx, const std::shared_ptr<mixlab::MixerState>& state) {
+            MIXLAB_CHECK(state != nullptr, "Mixer.save_state: state is None");
+            std::ostringstream out(std::ios::binary);
+            {
+              py::gil_scoped_release release;
+              mx.save(*state, out);
+            }
+            return py::bytes(out.str());
+          },
+          py::arg("state"))
+      .def(
+          "load_state",
+          [](mixlab::Mixer& mx, const py::bytes& data) {
+            std::istringstream in(std::string(data), std::ios::binary);
+            py::gil_scoped_release release;
+            return std::shared_ptr<mixlab::MixerState>(mx.load(in, "bytes"));
+          },
+          py::arg("data"))
+      .def(
+          "save_state_file",
+          [](mixlab::Mixer& mx, const std::shared_ptr<mixlab::MixerState>& state, const std::string& path) {
+            MIXLAB_CHECK(state != nullptr, "Mixer.save_state: state is None");
+            mx.save_file(*state, path);
+          },
+          py::arg("state"), py::arg("path"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "load_state_file",
+          [](mixlab::Mixer& mx, const std::string& path) {
+            return std::shared_ptr<mixlab::MixerState>(mx.load_file(path));
+          },
+          py::arg("path"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "fork",
+          [](mixlab::Mixer& mx, const std::shared_ptr<mixlab::MixerState>& state) {
+            MIXLAB_CHECK(state != nullptr, "Mixer.fork: state is None");
+            return std::shared_ptr<mixlab::MixerState>(mx.fork(*state));
+          },
+          py::arg("state"), py::call_guard<py::gil_scoped_release>())
       .def("named_parameters",
            [](mixlab::Mixer& mx) {
              std::vector<std::pair<std::string, at::Tensor>> out;

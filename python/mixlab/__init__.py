@@ -17,6 +17,8 @@ Shapes use mixlab's letters: B batch, T time, H heads, D head dim, C model width
 CPU only, float32 or float64.
 """
 
+import os
+
 import torch  # first: loads LibTorch and registers torch's Python types that _mixlab returns
 
 from . import _mixlab
@@ -73,11 +75,12 @@ class Mixer(_Tensors):
     ``train()`` / ``eval()`` and DistributedDataParallel see them like any torch module's.
 
     Decode: ``state = m.init_state(B)``, then ``y_t = m.step(state, x_t)`` with x_t (B,C) per
-    token; step t equals ``forward(x)[:, t]``. No gradient flows through step.
+    token; step t equals ``forward(x)[:, t]``. No gradient flows through step. ``prefill(state,
+    x)`` feeds a chunk at once; ``save_state(state[, path])`` / ``load_state(bytes_or_path)`` keep
+    a state in mixlab's checked state format (the CLI's and C++'s); ``fork(state)`` copies one.
 
     ``copy.deepcopy`` and pickling (``torch.save(model)``) rebuild the mixer from its spec and
-    dims and copy the weights (not the gradients). Decode states cannot be saved (the C++ Mixer
-    interface has no state serialisation yet).
+    dims and copy the weights (not the gradients).
     """
 
     def __init__(self, spec, d_model, n_heads, max_len=4096):
@@ -118,6 +121,31 @@ class Mixer(_Tensors):
     def step(self, state, x_t):
         """x_t (B,C) -> y_t (B,C): one decode token; advances `state` by one position."""
         return self._impl.step(state, x_t)
+
+    def prefill(self, state, x):
+        """x (B,T,C) -> y (B,T,C): a chunk of T tokens at once, equal to T steps (and to forward
+        over the same positions); advances `state` by T positions."""
+        return self._impl.prefill(state, x)
+
+    def fork(self, state):
+        """A deep copy of `state`: two continuations that do not affect each other."""
+        return self._impl.fork(state)
+
+    def save_state(self, state, path=None):
+        """Writes `state` in mixlab's state format (header with this mixer's spec, a version and
+        a checksum). With `path` (str or os.PathLike) the file is written atomically (write,
+        fsync, rename) and None is returned; without, the bytes are returned."""
+        if path is None:
+            return self._impl.save_state(state)
+        self._impl.save_state_file(state, os.fspath(path))
+        return None
+
+    def load_state(self, source):
+        """A state saved by save_state from a mixer of the same spec: `source` is the bytes or a
+        path. A corrupt, truncated or mismatched state raises mixlab.Error naming what is wrong."""
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            return self._impl.load_state(bytes(source))
+        return self._impl.load_state_file(os.fspath(source))
 
     def train(self, mode=True):
         super().train(mode)

@@ -4,6 +4,8 @@ model built from mixlab mixers trains.
 """
 import copy
 import io
+import pathlib
+import tempfile
 import unittest
 
 import torch
@@ -143,6 +145,62 @@ class TrainTest(unittest.TestCase):
             losses.append(loss.item())
         first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
         self.assertLess(last, first - 0.1, losses)
+
+
+class DecodeStateTest(unittest.TestCase):
+    """prefill / save_state / load_state / fork from Python (the C++ decode engine, issue 15)."""
+
+    def test_every_family_saves_loads_and_forks_bitwise(self):
+        for family in [f["family"] for f in mixlab.mixer_families()]:
+            spec = family_spec(family)
+            with self.subTest(spec=spec):
+                torch.manual_seed(3)
+                m = mixlab.mixer(spec, C, H, max_len=32).eval()
+                x = torch.randn(2, 12, C)
+                with torch.no_grad():
+                    # Uninterrupted: prefill 7 tokens, then 5 steps.
+                    state = m.init_state(2)
+                    head = m.prefill(state, x[:, :7])
+                    self.assertEqual(state.position, 7)
+                    torch.testing.assert_close(head, m(x)[:, :7], rtol=1e-4, atol=1e-4)
+                    saved = m.save_state(state)
+                    self.assertIsInstance(saved, bytes)
+                    branch = m.fork(state)
+                    tail = torch.stack([m.step(state, x[:, t]) for t in range(7, 12)], 1)
+                    # A fresh mixer with the same weights, state from the bytes.
+                    other = mixlab.mixer(spec, C, H, max_len=32).eval()
+                    other.load_state_dict(m.state_dict())
+                    restored = other.load_state(saved)
+                    self.assertEqual(restored.position, 7)
+                    again = torch.stack([other.step(restored, x[:, t]) for t in range(7, 12)], 1)
+                    self.assertTrue(torch.equal(tail, again))
+                    # The fork was not moved by the steps of the original.
+                    self.assertEqual(branch.position, 7)
+                    forked = torch.stack([m.step(branch, x[:, t]) for t in range(7, 12)], 1)
+                    self.assertTrue(torch.equal(tail, forked))
+
+    def test_file_round_trip_and_bad_states(self):
+        torch.manual_seed(4)
+        m = mixlab.mixer("resolvent:pow2+cache", C, H, max_len=32).eval()
+        x = torch.randn(1, 6, C)
+        with torch.no_grad(), tempfile.TemporaryDirectory() as d:
+            state = m.init_state(1)
+            m.prefill(state, x[:, :4])
+            path = pathlib.Path(d) / "state.bin"
+            self.assertIsNone(m.save_state(state, path))
+            self.assertEqual(path.read_bytes(), m.save_state(state))
+            loaded = m.load_state(path)
+            self.assertTrue(torch.equal(m.step(loaded, x[:, 4]), m.step(state, x[:, 4])))
+            data = bytearray(m.save_state(state))
+            data[-3] ^= 0x40  # one flipped bit in the payload
+            with self.assertRaisesRegex(mixlab.Error, "checksum"):
+                m.load_state(bytes(data))
+            with self.assertRaisesRegex(mixlab.Error, "truncated|short|corrupt"):
+                m.load_state(bytes(data[:20]))
+            with self.assertRaisesRegex(mixlab.Error, "pow2"):
+                mixlab.mixer("gla", C, H).load_state(m.save_state(state))
+            with self.assertRaisesRegex(mixlab.Error, "missing"):
+                m.load_state(pathlib.Path(d) / "missing.bin")
 
 
 if __name__ == "__main__":
