@@ -4,7 +4,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
-#include "mixlab/resolvent/resolvent.h"
+#include "mixlab/resolvent/selective_scan.h"
 
 namespace mixlab {
 
@@ -29,36 +29,40 @@ SsmMixer::Coefficients SsmMixer::coefficients(const torch::Tensor& x) {
   auto uz = in_proj_->forward(x).chunk(2, -1);
   k.u = uz[0];
   k.z = uz[1];
-  auto delta = torch::softplus(dt_proj_->forward(k.u));  // (...,C)
-  auto bc = bc_proj_->forward(k.u).chunk(2, -1);         // (...,N) each
-  auto a = -torch::exp(a_log_);                          // (C,N)
-  k.decay = torch::exp(delta.unsqueeze(-1) * a);
-  k.input = delta.unsqueeze(-1) * bc[0].unsqueeze(-2);  // Δ_t[c] b_t[n]; multiplies u_t[c]
+  k.delta = torch::softplus(dt_proj_->forward(k.u));  // (...,C)
+  auto bc = bc_proj_->forward(k.u).chunk(2, -1);      // (...,N) each
+  k.b = bc[0];
   k.c = bc[1];
+  k.a = -torch::exp(a_log_);  // (C,N), < 0
   return k;
 }
 
-torch::Tensor SsmMixer::finish(const Coefficients& k, const torch::Tensor& h) {
-  auto y = (h * k.c.unsqueeze(-2)).sum(-1) + d_skip_ * k.u;
+torch::Tensor SsmMixer::finish(const Coefficients& k, const torch::Tensor& y) {
   return out_proj_->forward(y * torch::silu(k.z));
 }
 
 torch::Tensor SsmMixer::forward(const torch::Tensor& x) {
   check_shape("ssm forward", "x", x, {-1, -1, dims_.d_model}, "(B,T,C)");
   check_floating("ssm forward", "x", x);
-  const int64_t T = x.size(1);
-  MIXLAB_CHECK(T > 0, "ssm forward: x must have T > 0, got shape {}", shape_string(x));
-  const int64_t B = x.size(0), C = dims_.d_model, N = n_;
-  auto k = coefficients(x);  // decay, input (B,T,C,N)
-  // Each (c,n) is an order:1 resolvent row (seed 000 eq. 22): heads H' = C·N, head dim 1,
-  // α_tt = Δ_t b_t (diagonal A, W_A = 1), β_t,t−1 = exp(Δ_t a), x_t = u_t[c].
-  static const Pattern kOrder1 = Pattern::parse("order:1");
-  auto to_rows = [&](const torch::Tensor& t) { return t.permute({0, 2, 3, 1}).reshape({B, C * N, T, 1}); };
-  auto xs = k.u.transpose(1, 2).unsqueeze(2).expand({B, C, N, T}).reshape({B, C * N, T, 1});
-  // order:1 has W = min(T-1, 1) slots: at T = 1 the only row has no past, so beta is 0 wide.
-  auto beta = to_rows(k.decay).narrow(3, 0, kOrder1.max_width(T));
-  auto h = resolvent_forward(to_rows(k.input), beta, xs, kOrder1);  // (B,C·N,T,1)
-  return finish(k, h.view({B, C, N, T}).permute({0, 3, 1, 2}));
+  MIXLAB_CHECK(x.size(1) > 0, "ssm forward: x must have T > 0, got shape {}", shape_string(x));
+  auto k = coefficients(x);
+  // Each (c,n) is an order:1 resolvent row (seed 000 eq. 22); the fused scan runs all of them
+  // without building the (B,T,C,N) coefficient tensors (selective_scan.h).
+  return finish(k, selective_scan(k.u, k.delta, k.a, k.b, k.c, d_skip_));
+}
+
+torch::Tensor SsmMixer::prefill(MixerState& state_base, const torch::Tensor& x) {
+  auto* state = dynamic_cast<SsmState*>(&state_base);
+  MIXLAB_CHECK(state != nullptr, "ssm prefill: state was not created by this mixer's init_state");
+  check_shape("ssm prefill", "x", x, {state->h_.size(0), -1, dims_.d_model}, "(B,T,C)");
+  MIXLAB_CHECK(x.size(1) > 0, "ssm prefill: x must have T > 0, got shape {}", shape_string(x));
+  torch::NoGradGuard no_grad;  // the state carries no history (as step)
+  auto k = coefficients(x);
+  torch::Tensor h_final;
+  auto y = selective_scan(k.u, k.delta, k.a, k.b, k.c, d_skip_, state->h_, &h_final);
+  state->h_ = h_final;
+  state->pos_ += x.size(1);
+  return finish(k, y);
 }
 
 std::unique_ptr<MixerState> SsmMixer::init_state(int64_t batch) {
@@ -70,10 +74,11 @@ torch::Tensor SsmMixer::step(MixerState& state_base, const torch::Tensor& x_t) {
   auto* state = dynamic_cast<SsmState*>(&state_base);
   MIXLAB_CHECK(state != nullptr, "ssm step: state was not created by this mixer's init_state");
   check_shape("ssm step", "x_t", x_t, {state->h_.size(0), dims_.d_model}, "(B,C)");
-  auto k = coefficients(x_t.unsqueeze(1));
-  state->h_ = k.decay.select(1, 0) * state->h_ + k.input.select(1, 0) * k.u.select(1, 0).unsqueeze(-1);
+  torch::NoGradGuard no_grad;  // decode: the state is updated in place
+  auto k = coefficients(x_t);  // (B,C) / (B,N): no time axis
+  auto y = selective_scan_step(state->h_, k.u, k.delta, k.a, k.b, k.c, d_skip_);
   ++state->pos_;
-  return finish(k, state->h_.unsqueeze(1)).squeeze(1);
+  return finish(k, y);
 }
 
 }  // namespace mixlab

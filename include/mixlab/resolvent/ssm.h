@@ -8,9 +8,10 @@
 //   y_t[c]   = Σ_n c_t[n] h_t[c,n] + D[c] u_t[c];   out = out_proj(y ⊙ silu(z))
 //
 // In the Y = (I−B)⁻¹ A X view each (c,n) is an order:1 recurrence with α_tt = Δ_t b_t,
-// β_t,t−1 = exp(Δ_t a) (eq. 22): forward runs exactly that through resolvent_forward with the
-// order:1 pattern (H' = C·N rows of head dim 1), O(T·C·N). Decode: O(C·N) per token, state
-// (B,C,N), no growth.
+// β_t,t−1 = exp(Δ_t a) (eq. 22). forward, prefill and step run it through the fused selective
+// scan (mixlab/resolvent/selective_scan.h), O(T·C·N) without (B,T,C,N) tensors; its tests
+// compare it with the order:1 resolvent op and with a plain loop. Decode: O(C·N) per token,
+// state (B,C,N), no growth.
 // Initialisation as Mamba: A_log = log(1..N), Δ bias so softplus(bias) ∈ [1e-3, 1e-1]
 // log-uniformly, D = 1. Not supported: the depthwise convolution of the Mamba block.
 #pragma once
@@ -40,17 +41,20 @@ class SsmMixer : public Mixer {
   torch::Tensor forward(const torch::Tensor& x) override;
   std::unique_ptr<MixerState> init_state(int64_t batch) override;
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t) override;
+  /// A chunk through the fused scan from the state (not a loop of steps).
+  torch::Tensor prefill(MixerState& state, const torch::Tensor& x) override;
   std::string spec() const override { return "ssm:" + std::to_string(n_); }
   std::string cost_class() const override { return "O(1)"; }
   std::string pattern_spec() const override { return "order:1"; }
 
  private:
   struct Coefficients {
-    torch::Tensor u, z, decay, input;  // u,z (B,T,C); decay exp(Δa), input Δb (B,T,C,N)
-    torch::Tensor c;                   // (B,T,N)
+    torch::Tensor u, z, delta;  // (B,T,C) (or (B,C) in a step)
+    torch::Tensor b, c;         // (B,T,N) (or (B,N))
+    torch::Tensor a;            // (C,N) = -exp(A_log)
   };
   Coefficients coefficients(const torch::Tensor& x);
-  torch::Tensor finish(const Coefficients& k, const torch::Tensor& h);  // h (B,T,C,N) -> (B,T,C)
+  torch::Tensor finish(const Coefficients& k, const torch::Tensor& y);  // y (…,C) -> out_proj(y ⊙ silu(z))
 
   MixerDims dims_;
   int64_t n_;

@@ -1,0 +1,301 @@
+// The fused selective scan (mixlab/resolvent/selective_scan.h): forward, backward, decode step,
+// and the plain reference.
+//
+// Loop order: one batch row at a time, t outermost, then channels c, then the state index n.
+// b_t and c_t (N values) are read once per t for all C channels, u_t and Δ_t are contiguous over
+// c, and the C·N state lives in one small buffer (16 KiB at C = 64, N = 16 in float32).
+#include "mixlab/resolvent/selective_scan.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "mixlab/core/error.h"
+#include "mixlab/core/tensor_checks.h"
+
+namespace mixlab {
+namespace {
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct ScanDims {
+  int64_t B = 0, T = 0, C = 0, N = 0;
+};
+
+// exp for the scan's decay factors, written so that the loops over n vectorise: std::exp has no
+// vector form without -ffast-math, and one exp per (b,t,c,n) is the kernel's main cost. float:
+// Cephes' expf scheme (x = k ln2 + r, |r| <= ln2/2, a degree-5 polynomial for e^r - 1 - r, then
+// 2^k through the exponent bits): relative error about 2e-7 on [-87, 88]; inputs are clamped
+// there, so exp of anything below -87 is 1.6e-38 instead of smaller (a decay that is 0 either
+// way). double keeps std::exp (the gradient checks run in double).
+inline float scan_exp(float x) {
+  x = x < -87.0f ? -87.0f : x;  // conditional moves (std::min/max leave a branch in the loop)
+  x = x > 88.0f ? 88.0f : x;
+  float k = x * 1.44269504088896341f;
+  k = (k + 12582912.0f) - 12582912.0f;  // round to nearest (|k| < 2^22), vectorisable
+  const float r = x - k * 0.693359375f + k * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float er = p * r * r + r + 1.0f;
+  return er * __builtin_bit_cast(float, (static_cast<int32_t>(k) + 127) << 23);  // 2^k (a memcpy stops vectorisation)
+}
+inline double scan_exp(double x) { return std::exp(x); }
+
+// Channels per parallel work item in the forward pass (a batch row alone is too coarse at B = 1).
+constexpr int64_t kChannelBlock = 16;
+
+ScanDims check_scan(const char* fn, const Tensor& u, const Tensor& delta, const Tensor& a, const Tensor& b,
+                    const Tensor& c, const Tensor& d, const Tensor& h0) {
+  check_dim(fn, "u", u, 3, "(B,T,C)");
+  check_floating(fn, "u", u);
+  check_cpu(fn, "u", u);
+  check_dim(fn, "a", a, 2, "(C,N)");
+  ScanDims s{u.size(0), u.size(1), u.size(2), a.size(1)};
+  MIXLAB_CHECK(s.T >= 1, "{}: u must have T >= 1 (B,T,C), got shape {}", fn, shape_string(u));
+  MIXLAB_CHECK(s.N >= 1, "{}: a must have N >= 1 (C,N), got shape {}", fn, shape_string(a));
+  const std::vector<std::pair<const char*, const Tensor*>> rest = {
+      {"delta", &delta}, {"a", &a}, {"b", &b}, {"c", &c}, {"d", &d}};
+  for (const auto& [name, t] : rest) {
+    check_defined(fn, name, *t);
+    check_cpu(fn, name, *t);
+    check_same_dtype(fn, name, *t, "u", u);
+  }
+  check_shape(fn, "delta", delta, {s.B, s.T, s.C}, "(B,T,C)");
+  check_shape(fn, "a", a, {s.C, s.N}, "(C,N)");
+  check_shape(fn, "b", b, {s.B, s.T, s.N}, "(B,T,N)");
+  check_shape(fn, "c", c, {s.B, s.T, s.N}, "(B,T,N)");
+  check_shape(fn, "d", d, {s.C}, "(C)");
+  if (h0.defined()) {
+    check_cpu(fn, "h0", h0);
+    check_same_dtype(fn, "h0", h0, "u", u);
+    check_shape(fn, "h0", h0, {s.B, s.C, s.N}, "(B,C,N)");
+    MIXLAB_CHECK(!(torch::GradMode::is_enabled() && h0.requires_grad()),
+                 "{}: h0 is a constant (no gradient flows to it); detach it or run under NoGradGuard", fn);
+  }
+  return s;
+}
+
+// Forward over one batch row, channels [c0, c1). Pointers are at the row's start: u, dl (T,C);
+// bm, cm (T,N); h0, h_final (C,N) or null. With hist / expo non-null (T,C,N) it records every h_t
+// and exp(Δ_t a) for the backward pass.
+template <typename S>
+void forward_row(const ScanDims& s, int64_t c0, int64_t c1, const S* u, const S* dl, const S* a, const S* bm,
+                 const S* cm, const S* d, const S* h0, S* y, S* h_final, S* hist, S* expo) {
+  const int64_t C = s.C, N = s.N, width = c1 - c0;
+  std::vector<S> h(static_cast<size_t>(width * N), S(0));
+  if (h0)
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t n = 0; n < N; ++n) h[(c - c0) * N + n] = h0[c * N + n];
+  for (int64_t t = 0; t < s.T; ++t) {
+    const S* bt = bm + t * N;
+    const S* ct = cm + t * N;
+    for (int64_t c = c0; c < c1; ++c) {
+      const S dlt = dl[t * C + c], ut = u[t * C + c], du = dlt * ut;
+      const S* ac = a + c * N;
+      S* hc = h.data() + (c - c0) * N;
+      if (hist) {
+        S* hh = hist + (t * C + c) * N;
+        S* ee = expo + (t * C + c) * N;
+#pragma omp simd
+        for (int64_t n = 0; n < N; ++n) {
+          const S e = scan_exp(dlt * ac[n]);
+          hc[n] = e * hc[n] + du * bt[n];
+          hh[n] = hc[n];
+          ee[n] = e;
+        }
+      } else {
+#pragma omp simd
+        for (int64_t n = 0; n < N; ++n) hc[n] = scan_exp(dlt * ac[n]) * hc[n] + du * bt[n];
+      }
+      S acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t n = 0; n < N; ++n) acc += ct[n] * hc[n];
+      y[t * C + c] = acc + d[c] * ut;
+    }
+  }
+  if (h_final)
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t n = 0; n < N; ++n) h_final[c * N + n] = h[(c - c0) * N + n];
+}
+
+// Backward over one batch row (all channels): recomputes the row's states, then walks t down.
+// g carries dL/dh_t into step t - 1 through exp(Δ_t a). da_row (C,N) and dd_row (C) are this
+// row's shares of the gradients of a and d (summed over rows by the caller).
+template <typename S>
+void backward_row(const ScanDims& s, const S* u, const S* dl, const S* a, const S* bm, const S* cm, const S* d,
+                  const S* h0, const S* gy, S* du, S* ddl, S* db, S* dc, S* da_row, S* dd_row, std::vector<S>& hist,
+                  std::vector<S>& expo, std::vector<S>& y_scratch) {
+  const int64_t C = s.C, N = s.N;
+  forward_row<S>(s, 0, C, u, dl, a, bm, cm, d, h0, y_scratch.data(), nullptr, hist.data(), expo.data());
+  std::vector<S> g(static_cast<size_t>(C * N), S(0)), zeros(static_cast<size_t>(N), S(0));
+  for (int64_t t = s.T - 1; t >= 0; --t) {
+    const S* bt = bm + t * N;
+    const S* ct = cm + t * N;
+    S* dbt = db + t * N;
+    S* dct = dc + t * N;
+    for (int64_t c = 0; c < C; ++c) {
+      const S dy = gy[t * C + c], ut = u[t * C + c], dlt = dl[t * C + c];
+      const S* ac = a + c * N;
+      const S* ht = hist.data() + (t * C + c) * N;
+      const S* et = expo.data() + (t * C + c) * N;
+      const S* hprev = t > 0 ? hist.data() + ((t - 1) * C + c) * N : (h0 ? h0 + c * N : zeros.data());
+      S* gc = g.data() + c * N;
+      S* dac = da_row + c * N;
+      S du_acc = dy * d[c], ddl_acc = 0;
+      dd_row[c] += dy * ut;
+#pragma omp simd reduction(+ : du_acc, ddl_acc)
+      for (int64_t n = 0; n < N; ++n) {
+        const S gh = dy * ct[n] + gc[n];  // dL/dh_t[c,n]
+        dct[n] += dy * ht[n];
+        const S de = gh * hprev[n] * et[n];  // dL/d(Δ_t a[c,n]) through exp
+        ddl_acc += de * ac[n] + gh * bt[n] * ut;
+        dac[n] += de * dlt;
+        dbt[n] += gh * dlt * ut;
+        du_acc += gh * dlt * bt[n];
+        gc[n] = gh * et[n];
+      }
+      du[t * C + c] = du_acc;
+      ddl[t * C + c] = ddl_acc;
+    }
+  }
+}
+
+Tensor run_forward(const ScanDims& s, const Tensor& u, const Tensor& dl, const Tensor& a, const Tensor& b,
+                   const Tensor& c, const Tensor& d, const Tensor& h0, Tensor* final_state) {
+  auto y = torch::empty({s.B, s.T, s.C}, u.options());
+  Tensor hT;
+  if (final_state) hT = torch::empty({s.B, s.C, s.N}, u.options());
+  const int64_t blocks = (s.C + kChannelBlock - 1) / kChannelBlock;
+  AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "selective_scan", [&] {
+    using S = scalar_t;
+    const S *pu = u.data_ptr<S>(), *pdl = dl.data_ptr<S>(), *pa = a.data_ptr<S>(), *pb = b.data_ptr<S>(),
+            *pc = c.data_ptr<S>(), *pd = d.data_ptr<S>();
+    const S* ph0 = h0.defined() ? h0.data_ptr<S>() : nullptr;
+    S* py = y.data_ptr<S>();
+    S* phT = final_state ? hT.data_ptr<S>() : nullptr;
+    at::parallel_for(0, s.B * blocks, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t r = i / blocks, c0 = (i % blocks) * kChannelBlock, c1 = std::min(s.C, c0 + kChannelBlock);
+        forward_row<S>(s, c0, c1, pu + r * s.T * s.C, pdl + r * s.T * s.C, pa, pb + r * s.T * s.N, pc + r * s.T * s.N,
+                       pd, ph0 ? ph0 + r * s.C * s.N : nullptr, py + r * s.T * s.C, phT ? phT + r * s.C * s.N : nullptr,
+                       nullptr, nullptr);
+      }
+    });
+  });
+  if (final_state) *final_state = hT;
+  return y;
+}
+
+class SelectiveScanFunction : public torch::autograd::Function<SelectiveScanFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Tensor& u, const Tensor& delta, const Tensor& a,
+                               const Tensor& b, const Tensor& c, const Tensor& d, const Tensor& h0) {
+    // h0: an empty tensor stands for "no initial state" (autograd's apply needs defined inputs).
+    const ScanDims s{u.size(0), u.size(1), u.size(2), a.size(1)};
+    auto y = run_forward(s, u, delta, a, b, c, d, h0.numel() > 0 ? h0 : Tensor(), nullptr);
+    ctx->save_for_backward({u, delta, a, b, c, d, h0});
+    return {y};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &u = saved[0], &dl = saved[1], &a = saved[2], &b = saved[3], &c = saved[4], &d = saved[5];
+    const Tensor h0 = saved[6].numel() > 0 ? saved[6] : Tensor();
+    const ScanDims s{u.size(0), u.size(1), u.size(2), a.size(1)};
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    auto gy = grads[0].contiguous();
+    auto du = torch::empty_like(u), ddl = torch::empty_like(dl);
+    auto db = torch::zeros_like(b), dc = torch::zeros_like(c);
+    auto da_rows = torch::zeros({s.B, s.C, s.N}, u.options()), dd_rows = torch::zeros({s.B, s.C}, u.options());
+    AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "selective_scan_backward", [&] {
+      using S = scalar_t;
+      const S *pu = u.data_ptr<S>(), *pdl = dl.data_ptr<S>(), *pa = a.data_ptr<S>(), *pb = b.data_ptr<S>(),
+              *pc = c.data_ptr<S>(), *pd = d.data_ptr<S>(), *pgy = gy.data_ptr<S>();
+      const S* ph0 = h0.defined() ? h0.data_ptr<S>() : nullptr;
+      at::parallel_for(0, s.B, 1, [&](int64_t r0, int64_t r1) {
+        std::vector<S> hist(static_cast<size_t>(s.T * s.C * s.N)), expo(hist.size()),
+            y_scratch(static_cast<size_t>(s.T * s.C));
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t tc = r * s.T * s.C, tn = r * s.T * s.N;
+          backward_row<S>(s, pu + tc, pdl + tc, pa, pb + tn, pc + tn, pd, ph0 ? ph0 + r * s.C * s.N : nullptr, pgy + tc,
+                          du.data_ptr<S>() + tc, ddl.data_ptr<S>() + tc, db.data_ptr<S>() + tn, dc.data_ptr<S>() + tn,
+                          da_rows.data_ptr<S>() + r * s.C * s.N, dd_rows.data_ptr<S>() + r * s.C, hist, expo,
+                          y_scratch);
+        }
+      });
+    });
+    return {du, ddl, da_rows.sum(0), db, dc, dd_rows.sum(0), Tensor()};
+  }
+};
+
+}  // namespace
+
+Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& a, const Tensor& b, const Tensor& c,
+                      const Tensor& d, const Tensor& h0, Tensor* final_state) {
+  const ScanDims s = check_scan("selective_scan", u, delta, a, b, c, d, h0);
+  auto uc = u.contiguous(), dlc = delta.contiguous(), ac = a.contiguous(), bc = b.contiguous(), cc = c.contiguous(),
+       dc = d.contiguous();
+  auto h0c = h0.defined() ? h0.contiguous() : Tensor();
+  if (final_state) {
+    // The final state is not differentiable: prefill's path, no autograd record.
+    MIXLAB_CHECK(!torch::GradMode::is_enabled() || !(u.requires_grad() || delta.requires_grad() || a.requires_grad() ||
+                                                     b.requires_grad() || c.requires_grad() || d.requires_grad()),
+                 "selective_scan: final_state is not differentiable; ask for it under NoGradGuard / InferenceMode");
+    return run_forward(s, uc, dlc, ac, bc, cc, dc, h0c, final_state);
+  }
+  return SelectiveScanFunction::apply(uc, dlc, ac, bc, cc, dc, h0c.defined() ? h0c : torch::empty({0}, u.options()))[0];
+}
+
+Tensor selective_scan_reference(const Tensor& u, const Tensor& delta, const Tensor& a, const Tensor& b, const Tensor& c,
+                                const Tensor& d, const Tensor& h0, Tensor* final_state) {
+  const ScanDims s = check_scan("selective_scan_reference", u, delta, a, b, c, d, h0);
+  auto decay = torch::exp(delta.unsqueeze(-1) * a);         // (B,T,C,N)
+  auto input = (delta * u).unsqueeze(-1) * b.unsqueeze(2);  // (B,T,C,N)
+  auto h = h0.defined() ? h0 : torch::zeros({s.B, s.C, s.N}, u.options());
+  std::vector<Tensor> ys;
+  for (int64_t t = 0; t < s.T; ++t) {
+    h = decay.select(1, t) * h + input.select(1, t);
+    ys.push_back((h * c.select(1, t).unsqueeze(1)).sum(-1));  // (B,C)
+  }
+  if (final_state) *final_state = h;
+  return torch::stack(ys, 1) + d * u;
+}
+
+Tensor selective_scan_step(Tensor& h, const Tensor& u_t, const Tensor& delta_t, const Tensor& a, const Tensor& b_t,
+                           const Tensor& c_t, const Tensor& d) {
+  const char* fn = "selective_scan_step";
+  check_dim(fn, "h", h, 3, "(B,C,N)");
+  const ScanDims s =
+      check_scan(fn, u_t.unsqueeze(1), delta_t.unsqueeze(1), a, b_t.unsqueeze(1), c_t.unsqueeze(1), d, h.detach());
+  MIXLAB_CHECK(h.is_contiguous(), "{}: h must be contiguous (the state is updated in place)", fn);
+  auto uc = u_t.contiguous(), dlc = delta_t.contiguous(), ac = a.contiguous(), bc = b_t.contiguous(),
+       cc = c_t.contiguous(), dc = d.contiguous();
+  auto y = torch::empty({s.B, s.C}, u_t.options());
+  torch::NoGradGuard no_grad;
+  AT_DISPATCH_FLOATING_TYPES(u_t.scalar_type(), "selective_scan_step", [&] {
+    using S = scalar_t;
+    const S *pu = uc.data_ptr<S>(), *pdl = dlc.data_ptr<S>(), *pa = ac.data_ptr<S>(), *pb = bc.data_ptr<S>(),
+            *pc = cc.data_ptr<S>(), *pd = dc.data_ptr<S>();
+    S* ph = h.data_ptr<S>();
+    S* py = y.data_ptr<S>();
+    // The forward's own row code at T = 1 (h is read before it is written), so a step and the
+    // scan's row t are the same operations: decode equals the parallel forward bitwise.
+    const ScanDims one{s.B, 1, s.C, s.N};
+    for (int64_t r = 0; r < s.B; ++r)
+      forward_row<S>(one, 0, s.C, pu + r * s.C, pdl + r * s.C, pa, pb + r * s.N, pc + r * s.N, pd, ph + r * s.C * s.N,
+                     py + r * s.C, ph + r * s.C * s.N, nullptr, nullptr);
+  });
+  return y;
+}
+
+}  // namespace mixlab

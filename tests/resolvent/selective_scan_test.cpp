@@ -1,0 +1,167 @@
+// The fused selective scan against its plain reference (forward, backward, with and without an
+// initial state), against the order:1 resolvent op it replaces in the ssm mixer, a
+// finite-difference gradient check in double, decode rows, and bad input.
+#include "mixlab/resolvent/selective_scan.h"
+
+#include <gtest/gtest.h>
+
+#include "mixlab/core/error.h"
+#include "mixlab/resolvent/resolvent.h"
+#include "mixlab/resolvent/ssm.h"
+#include "support/expect_error.h"
+#include "support/gradcheck.h"
+
+using mixlab::testing::all_close;
+using torch::Tensor;
+
+namespace {
+
+struct Inputs {
+  Tensor u, delta, a, b, c, d;
+  std::vector<Tensor> list() const { return {u, delta, a, b, c, d}; }
+};
+
+// Values in the ranges the mixer produces: Δ > 0 (softplus), a < 0.
+Inputs random_inputs(int64_t B, int64_t T, int64_t C, int64_t N, torch::Dtype dtype, bool grad) {
+  auto o = torch::TensorOptions().dtype(dtype);
+  Inputs in{torch::randn({B, T, C}, o),
+            torch::softplus(torch::randn({B, T, C}, o)) * 0.5,
+            -torch::exp(torch::randn({C, N}, o) * 0.5),
+            torch::randn({B, T, N}, o),
+            torch::randn({B, T, N}, o),
+            torch::randn({C}, o)};
+  if (grad)
+    for (auto* t : {&in.u, &in.delta, &in.a, &in.b, &in.c, &in.d}) t->requires_grad_(true);
+  return in;
+}
+
+Tensor fused(const std::vector<Tensor>& v) { return mixlab::selective_scan(v[0], v[1], v[2], v[3], v[4], v[5]); }
+Tensor plain(const std::vector<Tensor>& v) {
+  return mixlab::selective_scan_reference(v[0], v[1], v[2], v[3], v[4], v[5]);
+}
+
+}  // namespace
+
+TEST(SelectiveScan, ForwardAndBackwardEqualTheReference) {
+  torch::manual_seed(0);
+  for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    const double tol = dtype == torch::kFloat32 ? 2e-5 : 1e-11;
+    for (auto [B, T, C, N] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1}, {2, 7, 5, 3}, {3, 33, 20, 16}}) {
+      auto in = random_inputs(B, T, C, N, dtype, true);
+      auto y = fused(in.list());
+      auto y_ref = plain(in.list());
+      EXPECT_TRUE(all_close(y, y_ref, tol, tol)) << "B=" << B << " T=" << T << " C=" << C << " N=" << N;
+      auto gy = torch::randn_like(y);
+      auto g = torch::autograd::grad({y}, in.list(), {gy});
+      auto g_ref = torch::autograd::grad({y_ref}, in.list(), {gy});
+      const char* names[] = {"u", "delta", "a", "b", "c", "d"};
+      for (size_t i = 0; i < g.size(); ++i)
+        EXPECT_TRUE(all_close(g[i], g_ref[i], 10 * tol, 10 * tol)) << "gradient of " << names[i] << " T=" << T;
+    }
+  }
+}
+
+// The recurrence is the order:1 resolvent row of seed 000 eq. 22 (the ssm mixer's former path):
+// heads C·N of dim 1, α_tt = Δ_t b_t[n], β_{t,t-1} = exp(Δ_t a[c,n]), x_t = u_t[c].
+TEST(SelectiveScan, EqualsTheOrder1ResolventOp) {
+  torch::manual_seed(1);
+  const int64_t B = 2, T = 9, C = 4, N = 3;
+  auto in = random_inputs(B, T, C, N, torch::kFloat64, false);
+  auto decay = torch::exp(in.delta.unsqueeze(-1) * in.a);   // (B,T,C,N)
+  auto input = in.delta.unsqueeze(-1) * in.b.unsqueeze(2);  // (B,T,C,N)
+  auto rows = [&](const Tensor& t) { return t.permute({0, 2, 3, 1}).reshape({B, C * N, T, 1}); };
+  auto xs = in.u.transpose(1, 2).unsqueeze(2).expand({B, C, N, T}).reshape({B, C * N, T, 1});
+  auto h = mixlab::resolvent_forward(rows(input), rows(decay), xs, mixlab::Pattern::parse("order:1"));
+  auto y_op = (h.view({B, C, N, T}).permute({0, 3, 1, 2}) * in.c.unsqueeze(2)).sum(-1) + in.d * in.u;
+  EXPECT_TRUE(all_close(fused(in.list()), y_op, 1e-11, 1e-11));
+}
+
+TEST(SelectiveScan, GradcheckInDouble) {
+  torch::manual_seed(2);
+  auto in = random_inputs(2, 5, 3, 2, torch::kFloat64, true);
+  EXPECT_TRUE(mixlab::testing::gradcheck(fused, in.list()));
+}
+
+TEST(SelectiveScan, InitialAndFinalStateSplitTheSequence) {
+  torch::manual_seed(3);
+  torch::NoGradGuard no_grad;
+  const int64_t B = 2, T = 12, C = 6, N = 4, cut = 5;
+  auto in = random_inputs(B, T, C, N, torch::kFloat32, false);
+  Tensor h_all, h_ref, h_mid, h_end;
+  auto y_all = mixlab::selective_scan(in.u, in.delta, in.a, in.b, in.c, in.d, {}, &h_all);
+  auto y_ref = mixlab::selective_scan_reference(in.u, in.delta, in.a, in.b, in.c, in.d, {}, &h_ref);
+  EXPECT_TRUE(all_close(h_all, h_ref, 2e-5, 2e-5));
+  auto part = [&](const Tensor& t, int64_t s, int64_t e) { return t.narrow(1, s, e - s); };
+  auto y1 = mixlab::selective_scan(part(in.u, 0, cut), part(in.delta, 0, cut), in.a, part(in.b, 0, cut),
+                                   part(in.c, 0, cut), in.d, {}, &h_mid);
+  auto y2 = mixlab::selective_scan(part(in.u, cut, T), part(in.delta, cut, T), in.a, part(in.b, cut, T),
+                                   part(in.c, cut, T), in.d, h_mid, &h_end);
+  EXPECT_TRUE(torch::equal(torch::cat({y1, y2}, 1), y_all));  // same operations in the same order
+  EXPECT_TRUE(torch::equal(h_end, h_all));
+  // The reference with the same initial state agrees.
+  auto y2_ref = mixlab::selective_scan_reference(part(in.u, cut, T), part(in.delta, cut, T), in.a, part(in.b, cut, T),
+                                                 part(in.c, cut, T), in.d, h_mid);
+  EXPECT_TRUE(all_close(y2, y2_ref, 2e-5, 2e-5));
+  // Decode: one step per token from h_mid gives the same rows and the same state.
+  Tensor h = h_mid.clone();
+  for (int64_t t = cut; t < T; ++t) {
+    auto y_t = mixlab::selective_scan_step(h, in.u.select(1, t), in.delta.select(1, t), in.a, in.b.select(1, t),
+                                           in.c.select(1, t), in.d);
+    EXPECT_TRUE(torch::equal(y_t, y_all.select(1, t))) << "t=" << t;
+  }
+  EXPECT_TRUE(torch::equal(h, h_all));
+}
+
+TEST(SelectiveScan, BadInputIsNamed) {
+  auto in = random_inputs(2, 4, 3, 2, torch::kFloat32, false);
+  auto call = [&](Inputs v) { return [v] { mixlab::selective_scan(v.u, v.delta, v.a, v.b, v.c, v.d); }; };
+  Inputs bad = in;
+  bad.delta = torch::rand({2, 5, 3});
+  expect_error(call(bad), {"selective_scan", "delta", "(B,T,C)", "[2,5,3]"});
+  bad = in;
+  bad.a = torch::rand({4, 2});
+  expect_error(call(bad), {"selective_scan", "a", "(C,N)"});
+  bad = in;
+  bad.b = bad.b.to(torch::kFloat64);
+  expect_error(call(bad), {"selective_scan", "b", "dtype"});
+  bad = in;
+  bad.c = torch::rand({2, 4});
+  expect_error(call(bad), {"selective_scan", "c", "3 dimensions"});
+  bad = in;
+  bad.u = torch::rand({2, 0, 3});
+  bad.delta = torch::rand({2, 0, 3});
+  expect_error(call(bad), {"selective_scan", "T >= 1"});
+  bad = in;
+  bad.u = bad.u.to(torch::kInt64);
+  expect_error(call(bad), {"selective_scan", "u", "float32 or float64"});
+  expect_error(
+      [&] {
+        mixlab::selective_scan(in.u, in.delta, in.a, in.b, in.c, in.d, torch::zeros({2, 3, 3}));
+      },
+      {"selective_scan", "h0", "(B,C,N)"});
+  auto h0 = torch::zeros({2, 3, 2}, torch::requires_grad());
+  expect_error([&] { mixlab::selective_scan(in.u, in.delta, in.a, in.b, in.c, in.d, h0); }, {"h0", "constant"});
+  Tensor h_bad = torch::zeros({2, 3});
+  expect_error(
+      [&] {
+        mixlab::selective_scan_step(h_bad, in.u.select(1, 0), in.delta.select(1, 0), in.a, in.b.select(1, 0),
+                                    in.c.select(1, 0), in.d);
+      },
+      {"selective_scan_step", "h", "(B,C,N)"});
+}
+
+// The ssm mixer's prefill (one fused scan from the state) equals its steps and its forward.
+TEST(SelectiveScan, SsmPrefillEqualsStepsAndForward) {
+  torch::manual_seed(4);
+  mixlab::SsmMixer m(mixlab::MixerDims{}, 8);
+  auto x = torch::randn({2, 11, mixlab::MixerDims{}.d_model});
+  torch::NoGradGuard no_grad;
+  auto y = m.forward(x);
+  auto st = m.init_state(2);
+  auto head = m.prefill(*st, x.narrow(1, 0, 4));
+  auto tail = m.prefill(*st, x.narrow(1, 4, 7));
+  EXPECT_EQ(st->position(), 11);
+  EXPECT_TRUE(all_close(torch::cat({head, tail}, 1), y, 1e-5, 1e-5));
+  auto st2 = m.init_state(2);
+  for (int64_t t = 0; t < 11; ++t) EXPECT_TRUE(all_close(m.step(*st2, x.select(1, t)), y.select(1, t), 1e-5, 1e-5));
+}
