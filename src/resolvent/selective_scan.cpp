@@ -1,9 +1,10 @@
 // The fused selective scan (mixlab/resolvent/selective_scan.h): forward, backward, decode step,
 // and the plain reference.
 //
-// Loop order: one batch row at a time, t outermost, then channels c, then the state index n.
-// b_t and c_t (N values) are read once per t for all C channels, u_t and Δ_t are contiguous over
-// c, and the C·N state lives in one small buffer (16 KiB at C = 64, N = 16 in float32).
+// Loop order: one batch row at a time, t outermost, then the state index n, then channels c
+// innermost (the vector lanes). b_t[n] and c_t[n] are scalars of the channel loop, u_t, Δ_t and
+// the rows of a^T are contiguous over c, and the N·C state lives in one small buffer (4 KiB at
+// C = 64, N = 16 in float32).
 #include "mixlab/resolvent/selective_scan.h"
 
 #include <ATen/Parallel.h>
@@ -85,89 +86,132 @@ ScanDims check_scan(const char* fn, const Tensor& u, const Tensor& delta, const 
   return s;
 }
 
+// The row kernels are compiled twice, for x86-64-v3 (AVX2 + FMA: 8 lanes, fused multiply-adds; `arch=haswell` would
+// be chosen by CPU model, not by features, and missed on newer server CPUs)
+// and for the build's baseline; the loader picks one per machine (GCC target_clones, an ifunc).
+// A step and the scan call the same clone, so decode still equals the forward bitwise.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MIXLAB_SCAN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define MIXLAB_SCAN_CLONES
+#endif
+
+// Layout: the loops over channels are the innermost ones, so every vector lane is one channel
+// and nothing is summed across lanes in the forward pass. `at` is a transposed, (N,C); the state
+// buffer is (N, width).
+//
 // Forward over one batch row, channels [c0, c1). Pointers are at the row's start: u, dl (T,C);
-// bm, cm (T,N); h0, h_final (C,N) or null. With hist / expo non-null (T,C,N) it records every h_t
-// and exp(Δ_t a) for the backward pass.
+// bm, cm (T,N); h0, h_final (C,N) or null. With hist / expo non-null ((T,N,C) each) it records
+// every h_t and exp(Δ_t a) for the backward pass.
 template <typename S>
-void forward_row(const ScanDims& s, int64_t c0, int64_t c1, const S* u, const S* dl, const S* a, const S* bm,
-                 const S* cm, const S* d, const S* h0, S* y, S* h_final, S* hist, S* expo) {
-  const int64_t C = s.C, N = s.N, width = c1 - c0;
-  std::vector<S> h(static_cast<size_t>(width * N), S(0));
+MIXLAB_SCAN_CLONES void forward_row(const ScanDims& s, int64_t c0, int64_t c1, const S* u, const S* dl, const S* at,
+                                    const S* bm, const S* cm, const S* d, const S* h0, S* y, S* h_final, S* hist,
+                                    S* expo) {
+  const int64_t C = s.C, N = s.N, W = c1 - c0;
+  std::vector<S> h(static_cast<size_t>(N * W), S(0)), du(static_cast<size_t>(W)), acc(static_cast<size_t>(W));
   if (h0)
-    for (int64_t c = c0; c < c1; ++c)
-      for (int64_t n = 0; n < N; ++n) h[(c - c0) * N + n] = h0[c * N + n];
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < W; ++j) h[n * W + j] = h0[(c0 + j) * N + n];
   for (int64_t t = 0; t < s.T; ++t) {
-    const S* bt = bm + t * N;
-    const S* ct = cm + t * N;
-    for (int64_t c = c0; c < c1; ++c) {
-      const S dlt = dl[t * C + c], ut = u[t * C + c], du = dlt * ut;
-      const S* ac = a + c * N;
-      S* hc = h.data() + (c - c0) * N;
-      if (hist) {
-        S* hh = hist + (t * C + c) * N;
-        S* ee = expo + (t * C + c) * N;
+    const S* dlt = dl + t * C + c0;
+    const S* ut = u + t * C + c0;
 #pragma omp simd
-        for (int64_t n = 0; n < N; ++n) {
-          const S e = scan_exp(dlt * ac[n]);
-          hc[n] = e * hc[n] + du * bt[n];
-          hh[n] = hc[n];
-          ee[n] = e;
+    for (int64_t j = 0; j < W; ++j) {
+      du[j] = dlt[j] * ut[j];
+      acc[j] = d[c0 + j] * ut[j];
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      const S bn = bm[t * N + n], cn = cm[t * N + n];
+      const S* an = at + n * C + c0;
+      S* hn = h.data() + n * W;
+      if (hist) {
+        S* hh = hist + (t * N + n) * C + c0;
+        S* ee = expo + (t * N + n) * C + c0;
+#pragma omp simd
+        for (int64_t j = 0; j < W; ++j) {
+          const S e = scan_exp(dlt[j] * an[j]);
+          hn[j] = e * hn[j] + du[j] * bn;
+          acc[j] += cn * hn[j];
+          hh[j] = hn[j];
+          ee[j] = e;
         }
       } else {
 #pragma omp simd
-        for (int64_t n = 0; n < N; ++n) hc[n] = scan_exp(dlt * ac[n]) * hc[n] + du * bt[n];
+        for (int64_t j = 0; j < W; ++j) {
+          hn[j] = scan_exp(dlt[j] * an[j]) * hn[j] + du[j] * bn;
+          acc[j] += cn * hn[j];
+        }
       }
-      S acc = 0;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t n = 0; n < N; ++n) acc += ct[n] * hc[n];
-      y[t * C + c] = acc + d[c] * ut;
     }
+    S* yt = y + t * C + c0;
+#pragma omp simd
+    for (int64_t j = 0; j < W; ++j) yt[j] = acc[j];
   }
   if (h_final)
-    for (int64_t c = c0; c < c1; ++c)
-      for (int64_t n = 0; n < N; ++n) h_final[c * N + n] = h[(c - c0) * N + n];
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < W; ++j) h_final[(c0 + j) * N + n] = h[n * W + j];
 }
 
 // Backward over one batch row (all channels): recomputes the row's states, then walks t down.
-// g carries dL/dh_t into step t - 1 through exp(Δ_t a). da_row (C,N) and dd_row (C) are this
-// row's shares of the gradients of a and d (summed over rows by the caller).
+// g carries dL/dh_t into step t - 1 through exp(Δ_t a). da_row ((N,C), transposed like `at`) and
+// dd_row (C) are this row's shares of the gradients of a and d (summed over rows by the caller);
+// the gradients of b_t[n] and c_t[n] are the only sums across channels (one per (t, n)).
 template <typename S>
-void backward_row(const ScanDims& s, const S* u, const S* dl, const S* a, const S* bm, const S* cm, const S* d,
-                  const S* h0, const S* gy, S* du, S* ddl, S* db, S* dc, S* da_row, S* dd_row, std::vector<S>& hist,
-                  std::vector<S>& expo, std::vector<S>& y_scratch) {
+MIXLAB_SCAN_CLONES void backward_row(const ScanDims& s, const S* u, const S* dl, const S* at, const S* bm, const S* cm,
+                                     const S* d, const S* h0, const S* gy, S* du, S* ddl, S* db, S* dc, S* da_row,
+                                     S* dd_row, std::vector<S>& hist, std::vector<S>& expo, std::vector<S>& y_scratch) {
   const int64_t C = s.C, N = s.N;
-  forward_row<S>(s, 0, C, u, dl, a, bm, cm, d, h0, y_scratch.data(), nullptr, hist.data(), expo.data());
-  std::vector<S> g(static_cast<size_t>(C * N), S(0)), zeros(static_cast<size_t>(N), S(0));
+  forward_row<S>(s, 0, C, u, dl, at, bm, cm, d, h0, y_scratch.data(), nullptr, hist.data(), expo.data());
+  std::vector<S> g(static_cast<size_t>(N * C), S(0)), h_init(static_cast<size_t>(N * C), S(0));
+  if (h0)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c) h_init[n * C + c] = h0[c * N + n];
+  std::vector<S> du_acc(static_cast<size_t>(C)), ddl_acc(static_cast<size_t>(C));
   for (int64_t t = s.T - 1; t >= 0; --t) {
-    const S* bt = bm + t * N;
-    const S* ct = cm + t * N;
-    S* dbt = db + t * N;
-    S* dct = dc + t * N;
+    const S* dy = gy + t * C;
+    const S* ut = u + t * C;
+    const S* dlt = dl + t * C;
+#pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      const S dy = gy[t * C + c], ut = u[t * C + c], dlt = dl[t * C + c];
-      const S* ac = a + c * N;
-      const S* ht = hist.data() + (t * C + c) * N;
-      const S* et = expo.data() + (t * C + c) * N;
-      const S* hprev = t > 0 ? hist.data() + ((t - 1) * C + c) * N : (h0 ? h0 + c * N : zeros.data());
-      S* gc = g.data() + c * N;
-      S* dac = da_row + c * N;
-      S du_acc = dy * d[c], ddl_acc = 0;
-      dd_row[c] += dy * ut;
-#pragma omp simd reduction(+ : du_acc, ddl_acc)
-      for (int64_t n = 0; n < N; ++n) {
-        const S gh = dy * ct[n] + gc[n];  // dL/dh_t[c,n]
-        dct[n] += dy * ht[n];
-        const S de = gh * hprev[n] * et[n];  // dL/d(Δ_t a[c,n]) through exp
-        ddl_acc += de * ac[n] + gh * bt[n] * ut;
-        dac[n] += de * dlt;
-        dbt[n] += gh * dlt * ut;
-        du_acc += gh * dlt * bt[n];
-        gc[n] = gh * et[n];
+      du_acc[c] = dy[c] * d[c];
+      ddl_acc[c] = 0;
+      dd_row[c] += dy[c] * ut[c];
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      const S bn = bm[t * N + n], cn = cm[t * N + n];
+      const S* an = at + n * C;
+      const S* ht = hist.data() + (t * N + n) * C;
+      const S* et = expo.data() + (t * N + n) * C;
+      const S* hprev = t > 0 ? hist.data() + ((t - 1) * N + n) * C : h_init.data() + n * C;
+      S* gn = g.data() + n * C;
+      S* dan = da_row + n * C;
+      S dc_sum = 0, db_sum = 0;
+#pragma omp simd reduction(+ : dc_sum, db_sum)
+      for (int64_t c = 0; c < C; ++c) {
+        const S gh = dy[c] * cn + gn[c];  // dL/dh_t[c,n]
+        dc_sum += dy[c] * ht[c];
+        const S de = gh * hprev[c] * et[c];  // dL/d(Δ_t a[c,n]) through exp
+        ddl_acc[c] += de * an[c] + gh * bn * ut[c];
+        dan[c] += de * dlt[c];
+        db_sum += gh * dlt[c] * ut[c];
+        du_acc[c] += gh * dlt[c] * bn;
+        gn[c] = gh * et[c];
       }
-      du[t * C + c] = du_acc;
-      ddl[t * C + c] = ddl_acc;
+      dc[t * N + n] += dc_sum;
+      db[t * N + n] += db_sum;
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      du[t * C + c] = du_acc[c];
+      ddl[t * C + c] = ddl_acc[c];
     }
   }
+}
+
+// Channels per parallel work item: all of them when the batch rows alone keep the threads busy,
+// else blocks of kChannelBlock so that a short batch (prefill, decode) still spreads.
+int64_t channel_block(const ScanDims& s) {
+  return s.B >= 2 * at::get_num_threads() ? s.C : std::min(s.C, kChannelBlock);
 }
 
 Tensor run_forward(const ScanDims& s, const Tensor& u, const Tensor& dl, const Tensor& a, const Tensor& b,
@@ -175,17 +219,18 @@ Tensor run_forward(const ScanDims& s, const Tensor& u, const Tensor& dl, const T
   auto y = torch::empty({s.B, s.T, s.C}, u.options());
   Tensor hT;
   if (final_state) hT = torch::empty({s.B, s.C, s.N}, u.options());
-  const int64_t blocks = (s.C + kChannelBlock - 1) / kChannelBlock;
+  const auto at = a.t().contiguous();  // (N,C): rows contiguous over channels
+  const int64_t width = channel_block(s), blocks = (s.C + width - 1) / width;
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "selective_scan", [&] {
     using S = scalar_t;
-    const S *pu = u.data_ptr<S>(), *pdl = dl.data_ptr<S>(), *pa = a.data_ptr<S>(), *pb = b.data_ptr<S>(),
+    const S *pu = u.data_ptr<S>(), *pdl = dl.data_ptr<S>(), *pa = at.data_ptr<S>(), *pb = b.data_ptr<S>(),
             *pc = c.data_ptr<S>(), *pd = d.data_ptr<S>();
     const S* ph0 = h0.defined() ? h0.data_ptr<S>() : nullptr;
     S* py = y.data_ptr<S>();
     S* phT = final_state ? hT.data_ptr<S>() : nullptr;
     at::parallel_for(0, s.B * blocks, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t r = i / blocks, c0 = (i % blocks) * kChannelBlock, c1 = std::min(s.C, c0 + kChannelBlock);
+        const int64_t r = i / blocks, c0 = (i % blocks) * width, c1 = std::min(s.C, c0 + width);
         forward_row<S>(s, c0, c1, pu + r * s.T * s.C, pdl + r * s.T * s.C, pa, pb + r * s.T * s.N, pc + r * s.T * s.N,
                        pd, ph0 ? ph0 + r * s.C * s.N : nullptr, py + r * s.T * s.C, phT ? phT + r * s.C * s.N : nullptr,
                        nullptr, nullptr);
@@ -216,10 +261,11 @@ class SelectiveScanFunction : public torch::autograd::Function<SelectiveScanFunc
     auto gy = grads[0].contiguous();
     auto du = torch::empty_like(u), ddl = torch::empty_like(dl);
     auto db = torch::zeros_like(b), dc = torch::zeros_like(c);
-    auto da_rows = torch::zeros({s.B, s.C, s.N}, u.options()), dd_rows = torch::zeros({s.B, s.C}, u.options());
+    auto da_rows = torch::zeros({s.B, s.N, s.C}, u.options()), dd_rows = torch::zeros({s.B, s.C}, u.options());
+    const auto at = a.t().contiguous();  // (N,C)
     AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "selective_scan_backward", [&] {
       using S = scalar_t;
-      const S *pu = u.data_ptr<S>(), *pdl = dl.data_ptr<S>(), *pa = a.data_ptr<S>(), *pb = b.data_ptr<S>(),
+      const S *pu = u.data_ptr<S>(), *pdl = dl.data_ptr<S>(), *pa = at.data_ptr<S>(), *pb = b.data_ptr<S>(),
               *pc = c.data_ptr<S>(), *pd = d.data_ptr<S>(), *pgy = gy.data_ptr<S>();
       const S* ph0 = h0.defined() ? h0.data_ptr<S>() : nullptr;
       at::parallel_for(0, s.B, 1, [&](int64_t r0, int64_t r1) {
@@ -229,12 +275,12 @@ class SelectiveScanFunction : public torch::autograd::Function<SelectiveScanFunc
           const int64_t tc = r * s.T * s.C, tn = r * s.T * s.N;
           backward_row<S>(s, pu + tc, pdl + tc, pa, pb + tn, pc + tn, pd, ph0 ? ph0 + r * s.C * s.N : nullptr, pgy + tc,
                           du.data_ptr<S>() + tc, ddl.data_ptr<S>() + tc, db.data_ptr<S>() + tn, dc.data_ptr<S>() + tn,
-                          da_rows.data_ptr<S>() + r * s.C * s.N, dd_rows.data_ptr<S>() + r * s.C, hist, expo,
+                          da_rows.data_ptr<S>() + r * s.N * s.C, dd_rows.data_ptr<S>() + r * s.C, hist, expo,
                           y_scratch);
         }
       });
     });
-    return {du, ddl, da_rows.sum(0), db, dc, dd_rows.sum(0), Tensor()};
+    return {du, ddl, da_rows.sum(0).t().contiguous(), db, dc, dd_rows.sum(0), Tensor()};
   }
 };
 
@@ -278,7 +324,8 @@ Tensor selective_scan_step(Tensor& h, const Tensor& u_t, const Tensor& delta_t, 
   const ScanDims s =
       check_scan(fn, u_t.unsqueeze(1), delta_t.unsqueeze(1), a, b_t.unsqueeze(1), c_t.unsqueeze(1), d, h.detach());
   MIXLAB_CHECK(h.is_contiguous(), "{}: h must be contiguous (the state is updated in place)", fn);
-  auto uc = u_t.contiguous(), dlc = delta_t.contiguous(), ac = a.contiguous(), bc = b_t.contiguous(),
+  // a as (N,C), the kernel's layout.
+  auto uc = u_t.contiguous(), dlc = delta_t.contiguous(), ac = a.t().contiguous(), bc = b_t.contiguous(),
        cc = c_t.contiguous(), dc = d.contiguous();
   auto y = torch::empty({s.B, s.C}, u_t.options());
   torch::NoGradGuard no_grad;
