@@ -48,7 +48,10 @@ inline float scan_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float er = p * r * r + r + 1.0f;
-  return er * __builtin_bit_cast(float, (static_cast<int32_t>(k) + 127) << 23);  // 2^k (a memcpy stops vectorisation)
+  // 2^k through the exponent bits (a memcpy would stop vectorisation); the shift is unsigned so
+  // that no input, NaN included, makes it undefined.
+  const uint32_t biased = static_cast<uint32_t>(static_cast<int32_t>(k) + 127);
+  return er * __builtin_bit_cast(float, biased << 23);
 }
 inline double scan_exp(double x) { return std::exp(x); }
 
