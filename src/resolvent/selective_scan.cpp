@@ -219,30 +219,37 @@ int64_t channel_block(const ScanDims& s) {
   return s.B >= 2 * at::get_num_threads() ? s.C : std::min(s.C, kChannelBlock);
 }
 
+// With `decode`, the one pass of a step: rows run serially (a per-token parallel region costs
+// more than one token's work) and the state h0 is updated in place (final_state unused).
 Tensor run_forward(const ScanDims& s, const Tensor& u, const Tensor& dl, const Tensor& a, const Tensor& b,
-                   const Tensor& c, const Tensor& d, const Tensor& h0, Tensor* final_state) {
+                   const Tensor& c, const Tensor& d, const Tensor& h0, Tensor* final_state, bool decode = false) {
   auto y = torch::empty({s.B, s.T, s.C}, u.options());
   Tensor hT;
-  if (final_state) hT = torch::empty({s.B, s.C, s.N}, u.options());
+  if (final_state && !decode) hT = torch::empty({s.B, s.C, s.N}, u.options());
   const auto at = a.t().contiguous();  // (N,C): rows contiguous over channels
-  const int64_t width = channel_block(s), blocks = (s.C + width - 1) / width;
+  const int64_t width = decode ? s.C : channel_block(s), blocks = (s.C + width - 1) / width;
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "selective_scan", [&] {
     using S = scalar_t;
     const S *pu = u.data_ptr<S>(), *pdl = dl.data_ptr<S>(), *pa = at.data_ptr<S>(), *pb = b.data_ptr<S>(),
             *pc = c.data_ptr<S>(), *pd = d.data_ptr<S>();
     const S* ph0 = h0.defined() ? h0.data_ptr<S>() : nullptr;
     S* py = y.data_ptr<S>();
-    S* phT = final_state ? hT.data_ptr<S>() : nullptr;
-    at::parallel_for(0, s.B * blocks, 1, [&](int64_t i0, int64_t i1) {
+    // forward_row reads its h0 slice before it writes h_final, so the two may be the same.
+    S* phT = decode ? h0.data_ptr<S>() : (final_state ? hT.data_ptr<S>() : nullptr);
+    auto items = [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t r = i / blocks, c0 = (i % blocks) * width, c1 = std::min(s.C, c0 + width);
         forward_row<S>(s, c0, c1, pu + r * s.T * s.C, pdl + r * s.T * s.C, pa, pb + r * s.T * s.N, pc + r * s.T * s.N,
                        pd, ph0 ? ph0 + r * s.C * s.N : nullptr, py + r * s.T * s.C, phT ? phT + r * s.C * s.N : nullptr,
                        nullptr, nullptr);
       }
-    });
+    };
+    if (decode)
+      items(0, s.B * blocks);
+    else
+      at::parallel_for(0, s.B * blocks, 1, items);
   });
-  if (final_state) *final_state = hT;
+  if (final_state && !decode) *final_state = hT;
   return y;
 }
 
@@ -326,28 +333,14 @@ Tensor selective_scan_step(Tensor& h, const Tensor& u_t, const Tensor& delta_t, 
                            const Tensor& c_t, const Tensor& d) {
   const char* fn = "selective_scan_step";
   check_dim(fn, "h", h, 3, "(B,C,N)");
-  const ScanDims s =
-      check_scan(fn, u_t.unsqueeze(1), delta_t.unsqueeze(1), a, b_t.unsqueeze(1), c_t.unsqueeze(1), d, h.detach());
+  auto u1 = u_t.unsqueeze(1).contiguous(), dl1 = delta_t.unsqueeze(1).contiguous(), b1 = b_t.unsqueeze(1).contiguous(),
+       c1 = c_t.unsqueeze(1).contiguous();
+  const ScanDims s = check_scan(fn, u1, dl1, a, b1, c1, d, h.detach());
   MIXLAB_CHECK(h.is_contiguous(), "{}: h must be contiguous (the state is updated in place)", fn);
-  // a as (N,C), the kernel's layout.
-  auto uc = u_t.contiguous(), dlc = delta_t.contiguous(), ac = a.t().contiguous(), bc = b_t.contiguous(),
-       cc = c_t.contiguous(), dc = d.contiguous();
-  auto y = torch::empty({s.B, s.C}, u_t.options());
   torch::NoGradGuard no_grad;
-  AT_DISPATCH_FLOATING_TYPES(u_t.scalar_type(), "selective_scan_step", [&] {
-    using S = scalar_t;
-    const S *pu = uc.data_ptr<S>(), *pdl = dlc.data_ptr<S>(), *pa = ac.data_ptr<S>(), *pb = bc.data_ptr<S>(),
-            *pc = cc.data_ptr<S>(), *pd = dc.data_ptr<S>();
-    S* ph = h.data_ptr<S>();
-    S* py = y.data_ptr<S>();
-    // The forward's own row code at T = 1 (h is read before it is written), so a step and the
-    // scan's row t are the same operations: decode equals the parallel forward bitwise.
-    const ScanDims one{s.B, 1, s.C, s.N};
-    for (int64_t r = 0; r < s.B; ++r)
-      forward_row<S>(one, 0, s.C, pu + r * s.C, pdl + r * s.C, pa, pb + r * s.N, pc + r * s.N, pd, ph + r * s.C * s.N,
-                     py + r * s.C, ph + r * s.C * s.N, nullptr, nullptr);
-  });
-  return y;
+  // The scan's own pass at T = 1: a step and the scan's row t are the same operations, so decode
+  // equals the parallel forward bitwise.
+  return run_forward(s, u1, dl1, a.contiguous(), b1, c1, d.contiguous(), h, nullptr, /*decode=*/true).squeeze(1);
 }
 
 }  // namespace mixlab
