@@ -26,6 +26,7 @@
 #include "mixlab/core/fail.h"
 #include "mixlab/core/parse_number.h"
 #include "mixlab/dist/data_parallel.h"
+#include "mixlab/dist/gradient_reducer.h"
 #include "mixlab/dist/launch.h"
 #include "mixlab/mixers/registry.h"
 #include "mixlab/train/task_lm.h"
@@ -39,7 +40,7 @@ struct TrainArgs {
   std::vector<std::string> sets;
   // Numbers arrive as text and go through parse_number: out of range is an error, not a clamp.
   std::string steps, seed, until, max_memory, skip_nonfinite;
-  std::string nproc, master_port, dist_timeout;
+  std::string nproc, master_port, dist_timeout, bucket_kb;
   bool mixer_given = false;  // --mixer '' is an error (empty spec), not "keep the config's"
   bool quiet = false;
 };
@@ -132,6 +133,9 @@ void run_train(const TrainArgs& a) {
   const DistEnv env = dist_env_from_environment();
   const double timeout_s =
       a.dist_timeout.empty() ? 120.0 : parse_double(a.dist_timeout, "--dist-timeout (seconds)", 0.1, 86400.0);
+  const int64_t bucket_bytes = a.bucket_kb.empty()
+                                   ? kDefaultGradientBucketBytes
+                                   : parse_positive_int(a.bucket_kb, "--bucket-kb", int64_t{1} << 22) * 1024;
   if (!a.nproc.empty()) {
     const int64_t nproc = parse_positive_int(a.nproc, "--nproc", 256);
     MIXLAB_CHECK(!env.launched, "train: --nproc {} cannot be used inside a launched worker (WORLD_SIZE = {} is set)",
@@ -191,7 +195,7 @@ void run_train(const TrainArgs& a) {
   o.skip_nonfinite = skip;
   if (writer) atomic_write_file(out + "/config.json", config_to_json(config).dump(2) + "\n");
   Trainer trainer(config);
-  trainer.set_data_parallel(dp.get());
+  trainer.set_data_parallel(dp.get(), bucket_bytes);
   if (o.progress) {
     std::cerr << fmt::format("train: {} on {} ({} parameters), {} steps{}, output in {}\n", config.mixer,
                              config.task.name, trainer.model().parameter_count(), config.steps,
@@ -212,6 +216,7 @@ void run_train(const TrainArgs& a) {
                         {"skipped_steps", r.skipped_steps},
                         {"world_size", r.world_size},
                         {"all_reduce_seconds", r.all_reduce_seconds},
+                        {"peer_wait_seconds", r.peer_wait_seconds},
                         {"checkpoint", o.checkpoint_path}};
   if (config.task.name == "lm") {
     res["eval_ppl"] = std::exp(r.eval.loss);
@@ -260,6 +265,10 @@ void cmd_train_register(CLI::App& app) {
   sub->add_option("--master-port", args->master_port, "With --nproc: rendezvous port (default: a free port)");
   sub->add_option("--dist-timeout", args->dist_timeout,
                   "Data parallel: seconds a collective may wait for a peer before failing (default 120)");
+  sub->add_option("--bucket-kb", args->bucket_kb,
+                  fmt::format("Data parallel: gradient bucket size in KiB; each bucket's all-reduce starts during "
+                              "backward as soon as its gradients exist (default {})",
+                              kDefaultGradientBucketBytes / 1024));
   sub->add_flag("--quiet", args->quiet, "No progress lines");
   sub->callback([args] { run_train(*args); });
 }

@@ -28,19 +28,38 @@ struct DataParallel::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   int64_t calls = 0;
   double seconds = 0;
+  int exchange_tag = 0;  // tags of the exchange all-reduce: the same sequence on every rank
 
-  // Runs one collective and waits for it; any failure becomes a DistributedError naming the
-  // rank and the operation. A peer that died shows up here as a closed connection or a timeout.
-  void run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+  // Any failure of a collective becomes a DistributedError naming the rank and the operation. A
+  // peer that died shows up as a closed connection or a timeout.
+  [[noreturn]] void fail(const char* what, const std::exception& e) const {
+    throw DistributedError(fmt::format(
+        "rank {} of {}: {} failed: {} (another rank exited, was killed or could not be reached within {} s; see "
+        "its output)",
+        env.rank, env.world_size, what, first_line(e.what()), timeout.count() / 1000.0));
+  }
+
+  // Starts one collective; the returned Work is waited for by wait().
+  c10::intrusive_ptr<c10d::Work> start(const char* what,
+                                       const std::function<c10::intrusive_ptr<c10d::Work>()>& launch) const {
     try {
-      auto work = start();
+      return launch();
+    } catch (const std::exception& e) {
+      fail(what, e);
+    }
+  }
+
+  void wait(const char* what, const c10::intrusive_ptr<c10d::Work>& work) const {
+    try {
       work->wait(timeout);
     } catch (const std::exception& e) {
-      throw DistributedError(fmt::format(
-          "rank {} of {}: {} failed: {} (another rank exited, was killed or could not be reached within {} s; see "
-          "its output)",
-          env.rank, env.world_size, what, first_line(e.what()), timeout.count() / 1000.0));
+      fail(what, e);
     }
+  }
+
+  // Runs one collective and waits for it.
+  void run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& launch) const {
+    wait(what, start(what, launch));
   }
 };
 
@@ -125,20 +144,20 @@ void DataParallel::all_reduce_sum(const std::vector<torch::Tensor>& tensors) {
     if (bucket.empty()) return;
     // One contiguous tensor is reduced in place; several are packed into one flat buffer.
     const bool in_place = bucket.size() == 1 && bucket[0].is_contiguous();
-    std::vector<at::Tensor> flat(1);
+    torch::Tensor flat;
     if (in_place) {
-      flat[0] = bucket[0].view({-1});
+      flat = bucket[0].view({-1});
     } else {
       std::vector<torch::Tensor> parts;
       for (const auto& t : bucket) parts.push_back(t.reshape({-1}));
-      flat[0] = torch::cat(parts);
+      flat = torch::cat(parts);
     }
-    impl_->run("all-reduce of the gradients", [&] { return impl_->group->allreduce(flat, c10d::AllreduceOptions{}); });
+    start_all_reduce_sum(flat, "all-reduce of the gradients").wait();
     ++impl_->calls;
     if (!in_place) {
       int64_t offset = 0;
       for (auto& t : bucket) {
-        t.copy_(flat[0].narrow(0, offset, t.numel()).view(t.sizes()));
+        t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
         offset += t.numel();
       }
     }
@@ -159,11 +178,66 @@ void DataParallel::all_reduce_sum(const std::vector<torch::Tensor>& tensors) {
 
 std::vector<double> DataParallel::all_reduce_sum(const std::vector<double>& values) {
   if (values.empty()) return {};
-  std::vector<at::Tensor> buf{torch::tensor(values, torch::kFloat64)};
-  impl_->run("all-reduce of the step statistics",
-             [&] { return impl_->group->allreduce(buf, c10d::AllreduceOptions{}); });
-  const auto acc = buf[0].contiguous();
+  const auto acc = torch::tensor(values, torch::kFloat64);
+  start_all_reduce_sum(acc, "all-reduce of the step statistics").wait();
   return std::vector<double>(acc.data_ptr<double>(), acc.data_ptr<double>() + acc.numel());
+}
+
+void PendingCollective::wait() {
+  if (!wait_) return;
+  auto w = std::move(wait_);
+  wait_ = nullptr;
+  w();
+}
+
+PendingCollective DataParallel::start_all_reduce_sum(torch::Tensor flat, const char* what) {
+  MIXLAB_CHECK(flat.defined() && flat.device().is_cpu() && flat.is_contiguous(),
+               "start_all_reduce_sum ({}): expected a defined, contiguous CPU tensor", what);
+  const Impl* impl = impl_.get();
+  PendingCollective pending;
+  const auto world = static_cast<int>(impl_->env.world_size);
+  const auto rank = static_cast<int>(impl_->env.rank);
+  if (world == 1) return pending;  // the sum of one rank's buffer is the buffer
+  if (world > kExchangeMaxRanks) {
+    auto buf = std::make_shared<std::vector<at::Tensor>>(1, std::move(flat));
+    auto work = impl_->start(what, [&] { return impl_->group->allreduce(*buf, c10d::AllreduceOptions{}); });
+    // `buf` keeps the tensor list alive until the collective is waited for.
+    pending.wait_ = [impl, what, work, buf] { impl->wait(what, work); };
+    return pending;
+  }
+  // Exchange: every rank sends its buffer to every other rank and sums all of them in rank order,
+  // so every rank computes the same bits. Gloo's point-to-point messages bypass its collective
+  // worker thread and its ring's segments: 0.38 ms against 1.96 ms for 400 KB between two local
+  // processes (bench/allreduce_latency.py, docs/BENCHMARKS.md).
+  struct Exchange {
+    std::vector<at::Tensor> parts;               // by rank; this rank's is `flat` (or a copy of it)
+    std::vector<std::vector<at::Tensor>> lists;  // Gloo keeps references into these until done
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  };
+  auto ex = std::make_shared<Exchange>();
+  const int tag = impl_->exchange_tag;
+  impl_->exchange_tag = (impl_->exchange_tag + 1) & 0x3fffffff;
+  ex->parts.resize(static_cast<size_t>(world));
+  ex->lists.reserve(2 * static_cast<size_t>(world));
+  for (int p = 0; p < world; ++p) {
+    if (p == rank) continue;
+    ex->parts[static_cast<size_t>(p)] = torch::empty_like(flat);
+    ex->lists.push_back({flat});
+    auto& send_list = ex->lists.back();
+    ex->works.push_back(impl_->start(what, [&] { return impl_->group->send(send_list, p, tag); }));
+    ex->lists.push_back({ex->parts[static_cast<size_t>(p)]});
+    auto& recv_list = ex->lists.back();
+    ex->works.push_back(impl_->start(what, [&] { return impl_->group->recv(recv_list, p, tag); }));
+  }
+  pending.wait_ = [impl, what, ex, flat, rank, world]() mutable {
+    for (const auto& w : ex->works) impl->wait(what, w);
+    torch::NoGradGuard no_grad;
+    // Rank order: (b0 + b1) + b2 + ..., written into `flat`, which is this rank's own part.
+    ex->parts[static_cast<size_t>(rank)] = rank >= 2 ? flat.clone() : flat;
+    at::add_out(flat, ex->parts[0], ex->parts[1]);
+    for (int p = 2; p < world; ++p) flat.add_(ex->parts[static_cast<size_t>(p)]);
+  };
+  return pending;
 }
 
 void DataParallel::barrier() {

@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,10 +19,16 @@
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
 #include "mixlab/dist/data_parallel.h"
+#include "mixlab/dist/gradient_reducer.h"
 #include "mixlab/train/lm_eval.h"
 
 namespace mixlab {
 namespace {
+
+// Seconds since the epoch on the wall clock: the one clock that ranks on one machine share.
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 // The archive's own format tag (inside the payload) and the file header's magic + version.
 constexpr const char* kCheckpointFormat = "mixlab-checkpoint-1";
@@ -224,7 +231,9 @@ Trainer::Trainer(TrainConfig config, MixerFactory factory) : config_(std::move(c
   optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), opts);
 }
 
-void Trainer::set_data_parallel(DataParallel* dp) {
+Trainer::~Trainer() = default;
+
+void Trainer::set_data_parallel(DataParallel* dp, int64_t bucket_bytes) {
   if (dp && dp->world_size() > 1) {
     MIXLAB_CHECK(config_.batch % dp->world_size() == 0,
                  "key 'batch' = {} must be divisible by the number of processes {} (each trains on batch / {} rows)",
@@ -235,6 +244,8 @@ void Trainer::set_data_parallel(DataParallel* dp) {
     dp->broadcast(state);
   }
   dp_ = dp && dp->world_size() > 1 ? dp : nullptr;
+  reducer_.reset();
+  if (dp_) reducer_ = std::make_unique<GradientReducer>(*dp_, model_->parameters(), bucket_bytes);
 }
 
 BatchScore Trainer::train_step() {
@@ -252,17 +263,43 @@ BatchScore Trainer::train_step() {
     batch = batch_rows(batch, dp_->rank() * rows, rows);
   }
   BatchScore s = batch_score(model_->forward(batch.tokens), batch, normalizer);
-  s.loss.backward();
   if (dp_) {
-    std::vector<torch::Tensor> grads;
-    for (auto& p : model_->parameters()) grads.push_back(p.grad());
-    dp_->all_reduce_sum(grads);
-    const auto sums = dp_->all_reduce_sum({s.loss.item<double>(), static_cast<double>(s.correct_tokens),
-                                           static_cast<double>(s.answer_tokens), static_cast<double>(s.batch_tokens)});
+    // The step statistics are known before backward: their (tiny) sum runs while backward does,
+    // first in the collective order, then the gradient buckets as their gradients arrive. Each
+    // rank also puts, in its own slot, the wall-clock time its previous backward ended: the
+    // latest of those says how much of that step's wait was for a slower rank.
+    const int64_t W = dp_->world_size();
+    std::vector<double> stats_values(static_cast<size_t>(4 + W), 0.0);
+    stats_values[0] = s.loss.item<double>();
+    stats_values[1] = static_cast<double>(s.correct_tokens);
+    stats_values[2] = static_cast<double>(s.answer_tokens);
+    stats_values[3] = static_cast<double>(s.batch_tokens);
+    stats_values[static_cast<size_t>(4 + dp_->rank())] = dp_timing_.previous_backward_end;
+    auto stats = torch::tensor(stats_values, torch::kFloat64);
+    PendingCollective stats_sum = dp_->start_all_reduce_sum(stats, "all-reduce of the step statistics");
+    reducer_->begin();
+    s.loss.backward();
+    const auto backward_end = std::chrono::steady_clock::now();
+    const double backward_end_wall = wall_seconds();
+    stats_sum.wait();
+    reducer_->finish();
+    const double exposed = std::chrono::duration<double>(std::chrono::steady_clock::now() - backward_end).count();
+    const double* sums = stats.data_ptr<double>();
+    // The previous step's wait for the slowest rank (skipped when some rank had no previous step).
+    const double latest_previous_end = *std::max_element(sums + 4, sums + 4 + W);
+    if (*std::min_element(sums + 4, sums + 4 + W) > 0) {
+      dp_timing_.peer_wait_seconds +=
+          std::clamp(latest_previous_end - dp_timing_.previous_backward_end, 0.0, dp_timing_.previous_exposed);
+    }
+    dp_timing_.exposed_seconds += exposed;
+    dp_timing_.previous_backward_end = backward_end_wall;
+    dp_timing_.previous_exposed = exposed;
     s.loss = torch::tensor(sums[0], torch::kFloat64);
     s.correct_tokens = static_cast<int64_t>(sums[1]);
     s.answer_tokens = static_cast<int64_t>(sums[2]);
     s.batch_tokens = static_cast<int64_t>(sums[3]);
+  } else {
+    s.loss.backward();
   }
   const double loss = s.loss.item<double>();
   const double grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.grad_clip);
@@ -442,6 +479,7 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   MIXLAB_CHECK(o.skip_nonfinite >= 0, "train: --skip-nonfinite must be >= 0, got {}", o.skip_nonfinite);
   skip_nonfinite_ = o.skip_nonfinite;
   skipped_ = 0;
+  dp_timing_ = {};
 
   // Data parallel: rank 0 alone speaks and writes; the others train and evaluate silently.
   const bool writer = !dp_ || dp_->rank() == 0;
@@ -544,7 +582,8 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   result.step = step_;
   result.skipped_steps = skipped_;
   result.world_size = dp_ ? dp_->world_size() : 1;
-  result.all_reduce_seconds = dp_ ? dp_->all_reduce_seconds() : 0.0;
+  result.all_reduce_seconds = dp_timing_.exposed_seconds - dp_timing_.peer_wait_seconds;
+  result.peer_wait_seconds = dp_timing_.peer_wait_seconds;
   if (!checkpoint_path.empty()) checkpoint_save(checkpoint_path);
   result.eval = evaluate();
   if (!std::isfinite(result.eval.loss)) {

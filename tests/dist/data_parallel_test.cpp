@@ -11,6 +11,7 @@
 #include "mixlab/dist/dist_env.h"
 #include "mixlab/dist/launch.h"
 #include "support/expect_error.h"
+#include "support/ranks.h"
 
 namespace {
 
@@ -45,33 +46,9 @@ class ScopedEnv {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
-DistEnv env_for(int64_t rank, int64_t world, int64_t port) {
-  DistEnv e;
-  e.rank = rank;
-  e.world_size = world;
-  e.master_port = port;
-  e.launched = true;
-  return e;
-}
-
-// Runs fn(rank) on `world` threads and rethrows the first failure.
-template <typename Fn>
-void on_ranks(int64_t world, Fn fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  for (int64_t r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
+using mixlab::testing::env_for;
+using mixlab::testing::on_ranks;
+using mixlab::testing::randn_seeded;
 
 TEST(DistEnv, AloneWithoutWorldSize) {
   ScopedEnv env({{"WORLD_SIZE", ""}, {"RANK", ""}});
@@ -122,32 +99,85 @@ TEST(DataParallel, BucketedAllReduceSumsEveryTensor) {
   // of 256 bytes = 64 floats: {40, 12, 6}, {100} -> 2 collectives.
   std::vector<std::vector<torch::Tensor>> got(2);
   std::vector<int64_t> calls(2);
+  auto tensors_of = [](int64_t r) {
+    const uint64_t s = 100 + 10 * static_cast<uint64_t>(r);
+    return std::vector<torch::Tensor>{randn_seeded({5, 8}, s), randn_seeded({4, 3}, s + 1).t(), torch::Tensor(),
+                                      randn_seeded({6}, s + 2), randn_seeded({10, 10}, s + 3)};
+  };
   on_ranks(2, [&](int64_t r) {
     DataParallel dp(env_for(r, 2, port), std::chrono::seconds(30), 256);
-    torch::manual_seed(100 + r);
-    std::vector<torch::Tensor> ts{torch::randn({5, 8}), torch::randn({4, 3}).t(), torch::Tensor(), torch::randn({6}),
-                                  torch::randn({10, 10})};
+    std::vector<torch::Tensor> ts = tensors_of(r);
     dp.all_reduce_sum(ts);
     got[static_cast<size_t>(r)] = ts;
     calls[static_cast<size_t>(r)] = dp.all_reduce_calls();
   });
-  torch::manual_seed(100);
-  std::vector<torch::Tensor> a{torch::randn({5, 8}), torch::randn({4, 3}).t(), torch::randn({6}),
-                               torch::randn({10, 10})};
-  torch::manual_seed(101);
-  std::vector<torch::Tensor> b{torch::randn({5, 8}), torch::randn({4, 3}).t(), torch::randn({6}),
-                               torch::randn({10, 10})};
+  auto a = tensors_of(0), b = tensors_of(1);
   const std::vector<size_t> defined{0, 1, 3, 4};
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_EQ(calls[r], 2);
     EXPECT_FALSE(got[r][2].defined());
-    for (size_t i = 0; i < a.size(); ++i) {
-      const auto& t = got[r][defined[i]];
-      EXPECT_TRUE(torch::allclose(t, a[i] + b[i], 1e-6, 1e-6)) << "rank " << r << " tensor " << i;
+    for (size_t i : defined) {
+      EXPECT_TRUE(torch::allclose(got[r][i], a[i] + b[i], 1e-6, 1e-6)) << "rank " << r << " tensor " << i;
     }
     // Both ranks hold the same bits: the optimiser steps that follow keep them equal.
     for (size_t i : defined) EXPECT_TRUE(torch::equal(got[r][i], got[0][i]));
   }
+}
+
+// The started all-reduce: a point-to-point exchange up to kExchangeMaxRanks ranks, Gloo's ring
+// above. Every rank must get the same bits; the exchange adds in rank order.
+void expect_started_all_reduce_sums(int64_t world) {
+  const int64_t port = mixlab::free_local_port();
+  std::vector<torch::Tensor> got(static_cast<size_t>(world));
+  auto part = [](int64_t r) { return randn_seeded({1000}, 200 + static_cast<uint64_t>(r)); };
+  on_ranks(world, [&](int64_t r) {
+    DataParallel dp(env_for(r, world, port), std::chrono::seconds(30));
+    auto t = part(r);
+    auto small = torch::full({3}, static_cast<double>(r + 1), torch::kFloat64);
+    // Two collectives in flight at once, waited for in the other order.
+    auto a = dp.start_all_reduce_sum(t, "all-reduce of test values");
+    auto b = dp.start_all_reduce_sum(small, "all-reduce of test counts");
+    EXPECT_TRUE(a.pending());
+    b.wait();
+    a.wait();
+    EXPECT_FALSE(a.pending());
+    a.wait();  // a second wait is a no-op
+    got[static_cast<size_t>(r)] = t;
+    EXPECT_TRUE(torch::equal(small, torch::full({3}, static_cast<double>(world * (world + 1) / 2), torch::kFloat64)));
+  });
+  auto expected = part(0);
+  for (int64_t r = 1; r < world; ++r) expected = expected + part(r);
+  for (int64_t r = 0; r < world; ++r) {
+    const auto& t = got[static_cast<size_t>(r)];
+    EXPECT_TRUE(torch::equal(t, got[0])) << "world " << world << ": rank " << r << " has other bits than rank 0";
+    if (world <= DataParallel::kExchangeMaxRanks) {
+      EXPECT_TRUE(torch::equal(t, expected)) << "world " << world << ", rank " << r << ": not the rank-order sum";
+    } else {
+      EXPECT_TRUE(torch::allclose(t, expected, 1e-5, 1e-5)) << "world " << world << ", rank " << r;
+    }
+  }
+}
+
+TEST(DataParallel, StartedAllReduceExchangeGivesEveryRankTheRankOrderSum) {
+  expect_started_all_reduce_sums(2);
+  expect_started_all_reduce_sums(3);
+}
+
+TEST(DataParallel, StartedAllReduceAboveTheExchangeUsesGlooRing) {
+  expect_started_all_reduce_sums(DataParallel::kExchangeMaxRanks + 1);
+}
+
+TEST(DataParallel, StartedAllReduceAloneIsTheIdentity) {
+  DataParallel dp(env_for(0, 1, mixlab::free_local_port()), std::chrono::seconds(5));
+  auto t = torch::arange(4.0);
+  auto w = dp.start_all_reduce_sum(t, "all-reduce of test values");
+  w.wait();
+  EXPECT_TRUE(torch::equal(t, torch::arange(4.0)));
+  expect_error(
+      [&] {
+        dp.start_all_reduce_sum(torch::zeros({4, 4}).t(), "all-reduce of test values");
+      },
+      {"all-reduce of test values", "contiguous CPU tensor"});
 }
 
 TEST(DataParallel, BroadcastAndScalars) {
@@ -187,6 +217,27 @@ TEST(DataParallel, DeadPeerIsAnErrorNamingTheRankNotAHang) {
   EXPECT_NE(message.find("rank 0 of 2"), std::string::npos) << message;
   EXPECT_NE(message.find("all-reduce of the gradients failed"), std::string::npos) << message;
   EXPECT_LT(seconds, 20.0);  // the 5 s timeout at most, plus set-up; never the default 30 min
+}
+
+TEST(DataParallel, DeadPeerInTheExchangeIsAnErrorNamingTheRank) {
+  const int64_t port = mixlab::free_local_port();
+  std::string message;
+  const auto t0 = std::chrono::steady_clock::now();
+  on_ranks(2, [&](int64_t r) {
+    DataParallel dp(env_for(r, 2, port), std::chrono::seconds(5));
+    dp.barrier();
+    if (r == 1) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    try {
+      dp.start_all_reduce_sum(torch::ones({4}), "all-reduce of the gradients").wait();
+    } catch (const mixlab::DistributedError& e) {
+      message = e.what();
+    }
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(message.find("rank 0 of 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("all-reduce of the gradients failed"), std::string::npos) << message;
+  EXPECT_LT(seconds, 20.0);
 }
 
 TEST(DataParallel, PortInUseIsNamed) {

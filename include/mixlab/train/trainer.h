@@ -57,6 +57,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
+#include "mixlab/dist/gradient_reducer.h"
 #include "mixlab/model/model.h"
 #include "mixlab/train/config.h"
 #include "mixlab/train/tasks.h"
@@ -64,6 +65,7 @@
 namespace mixlab {
 
 class DataParallel;
+class GradientReducer;
 
 /// Training produced a non-finite loss or gradient (the CLI exits with code 4).
 class NonFiniteError : public Error {
@@ -119,15 +121,21 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  int64_t step = 0;               // steps completed
-  double last_loss = 0;           // mean training loss over the last log window
-  double last_acc = 0;            // mean training token accuracy over the last log window
-  EvalResult eval;                // held-out evaluation at the end of the run
-  double tokens_per_s = 0;        // training tokens (B*T per step) per second, this run
-  double seconds = 0;             // wall time of the training steps of this run
-  int64_t skipped_steps = 0;      // non-finite steps skipped (TrainOptions::skip_nonfinite)
-  int64_t world_size = 1;         // processes that trained together (data parallel)
-  double all_reduce_seconds = 0;  // wall seconds of the gradient all-reduce, this rank, this run
+  int64_t step = 0;           // steps completed
+  double last_loss = 0;       // mean training loss over the last log window
+  double last_acc = 0;        // mean training token accuracy over the last log window
+  EvalResult eval;            // held-out evaluation at the end of the run
+  double tokens_per_s = 0;    // training tokens (B*T per step) per second, this run
+  double seconds = 0;         // wall time of the training steps of this run
+  int64_t skipped_steps = 0;  // non-finite steps skipped (TrainOptions::skip_nonfinite)
+  int64_t world_size = 1;     // processes that trained together (data parallel)
+  // Data parallel, this rank: wall seconds from the end of its backward to the reduced gradients,
+  // split into the wait for the slowest rank's backward to end (peer_wait_seconds) and the rest,
+  // the all-reduce itself (all_reduce_seconds; its part overlapped with backward is not counted).
+  // The split compares the ranks' wall clocks: exact on one machine, as good as their clock
+  // synchronisation across machines. The last step's wait is all counted as all-reduce.
+  double all_reduce_seconds = 0;
+  double peer_wait_seconds = 0;
 };
 
 /// A checkpoint read once and verified (header, size, checksum, config, step): `mixlab eval` and
@@ -145,6 +153,7 @@ class Trainer {
  public:
   /// Builds the model (seeded) and optimiser. `factory` defaults to the registry for config.mixer.
   explicit Trainer(TrainConfig config, MixerFactory factory = nullptr);
+  ~Trainer();
 
   /// Trains (resuming from options.resume_path if set). Throws NonFiniteError on divergence.
   TrainResult run(const TrainOptions& options);
@@ -152,8 +161,9 @@ class Trainer {
   TrainResult run(const TrainOptions& options, const LoadedCheckpoint& resume);
   /// Joins a data-parallel launch (null: train alone). Rank 0's weights are broadcast to every
   /// rank; config.batch must be divisible by the world size. Only rank 0 writes progress,
-  /// metrics and checkpoints from then on.
-  void set_data_parallel(DataParallel* dp);
+  /// metrics and checkpoints from then on. Gradients are reduced in buckets of at most
+  /// `bucket_bytes`, each started during backward as soon as its gradients exist.
+  void set_data_parallel(DataParallel* dp, int64_t bucket_bytes = kDefaultGradientBucketBytes);
   /// One optimisation step on the batch of the current step; returns its score (with data
   /// parallel: the loss and counts of the whole global batch).
   BatchScore train_step();
@@ -177,6 +187,13 @@ class Trainer {
   int64_t step_ = 0;
   int64_t skip_nonfinite_ = 0, skipped_ = 0;
   DataParallel* dp_ = nullptr;
+  std::unique_ptr<GradientReducer> reducer_;  // with dp_: the gradient all-reduce, overlapped with backward
+  struct DataParallelTiming {
+    double exposed_seconds = 0;        // backward end -> reduced gradients, summed over steps
+    double peer_wait_seconds = 0;      // of which waiting for a slower rank's backward
+    double previous_backward_end = 0;  // wall-clock seconds; 0 before the first step of a run
+    double previous_exposed = 0;
+  } dp_timing_;
 
   TrainResult run_loop(const TrainOptions& options);
 };
