@@ -59,7 +59,8 @@ struct GradientReducer::Impl {
                  "GradientReducer: parameter {} received a second gradient in one step (one backward per step: "
                  "call begin() before each backward and finish() after it)",
                  i);
-    MIXLAB_CHECK(!grad.is_sparse(), "GradientReducer: parameter {} has a sparse gradient; only dense ones are reduced", i);
+    MIXLAB_CHECK(!grad.is_sparse(), "GradientReducer: parameter {} has a sparse gradient; only dense ones are reduced",
+                 i);
     s.fired = true;
     Bucket& b = buckets[s.bucket];
     b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.sizes()).copy_(grad);
@@ -108,12 +109,14 @@ GradientReducer::GradientReducer(DataParallel& dp, const std::vector<torch::Tens
     }
     b.flags_offset = numel;
     for (size_t k = 0; k < g.size(); ++k) I.slots[g[k]].flag = numel + static_cast<int64_t>(k);
-    b.flat = torch::zeros({numel + static_cast<int64_t>(g.size())}, I.slots[g.front()].param.options().requires_grad(false));
+    b.flat =
+        torch::zeros({numel + static_cast<int64_t>(g.size())}, I.slots[g.front()].param.options().requires_grad(false));
     I.buckets.push_back(std::move(b));
   }
   for (size_t i = 0; i < I.slots.size(); ++i) {
     Impl* impl = impl_.get();
-    I.slots[i].hook = I.slots[i].param.register_hook([impl, i](const torch::Tensor& grad) { impl->on_gradient(i, grad); });
+    I.slots[i].hook =
+        I.slots[i].param.register_hook([impl, i](const torch::Tensor& grad) { impl->on_gradient(i, grad); });
   }
 }
 

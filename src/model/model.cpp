@@ -2,8 +2,10 @@
 #include "mixlab/model/model.h"
 
 #include <cmath>
+#include <vector>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/row_kernels.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/mixers/registry.h"
 
@@ -53,10 +55,71 @@ torch::Tensor Block::step(MixerState& state, const torch::Tensor& x_t) {
   return h + mlp(h);
 }
 
+namespace {
+
+// The raw-row decode path applies to contiguous CPU rows of float or double whose LayerNorm and
+// Linear parameters are contiguous and of the same dtype (the trained model's; not a mix).
+bool raw_rows_ok(const torch::Tensor& x, std::initializer_list<const torch::Tensor*> params) {
+  if (!x.device().is_cpu() || !x.is_contiguous() || x.dim() != 2) return false;
+  if (x.scalar_type() != torch::kFloat && x.scalar_type() != torch::kDouble) return false;
+  for (const auto* p : params)
+    if (p->defined() && (!p->is_contiguous() || p->scalar_type() != x.scalar_type() || !p->device().is_cpu()))
+      return false;
+  return true;
+}
+
+template <typename T>
+const T* ptr_or_null(const torch::Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+// out = h + proj(gelu(fc(ln2(h)))) row by row, h = x + mixed: the block after its mixer.
+template <typename T>
+void block_tail_rows(const torch::Tensor& x, const torch::Tensor& mixed, torch::Tensor& out,
+                     const torch::nn::LayerNorm& ln2, const torch::nn::Linear& fc, const torch::nn::Linear& proj) {
+  const int64_t B = x.size(0), C = x.size(1), M = fc->weight.size(0);
+  std::vector<T> n(static_cast<size_t>(C)), u(static_cast<size_t>(M));
+  const T* xp = x.data_ptr<T>();
+  const T* mp = mixed.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  for (int64_t b = 0; b < B; ++b) {
+    T* h = op + b * C;  // h is built in the output row, then the MLP is added to it
+    for (int64_t i = 0; i < C; ++i) h[i] = xp[b * C + i] + mp[b * C + i];
+    row::layer_norm<T>(h, n.data(), ptr_or_null<T>(ln2->weight), ptr_or_null<T>(ln2->bias), C, ln2->options.eps());
+    row::linear<T>(fc->weight.data_ptr<T>(), ptr_or_null<T>(fc->bias), n.data(), u.data(), M, C);
+    row::gelu<T>(u.data(), M);
+    std::vector<T>& o = n;  // reuse: the LN output is no longer needed
+    row::linear<T>(proj->weight.data_ptr<T>(), ptr_or_null<T>(proj->bias), u.data(), o.data(), C, M);
+    row::add<T>(o.data(), h, C);
+  }
+}
+
+template <typename T>
+void layer_norm_rows(const torch::Tensor& x, torch::Tensor& y, const torch::nn::LayerNorm& ln) {
+  const int64_t B = x.size(0), C = x.size(1);
+  for (int64_t b = 0; b < B; ++b)
+    row::layer_norm<T>(x.data_ptr<T>() + b * C, y.data_ptr<T>() + b * C, ptr_or_null<T>(ln->weight),
+                       ptr_or_null<T>(ln->bias), C, ln->options.eps());
+}
+
+}  // namespace
+
 torch::Tensor Block::step_fast(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
                                torch::Tensor& memory_out) {
   if (memory_mixer_) return step(state, x_t, memory_in, memory_out);
   const int64_t C = x_t.size(-1);
+  if (raw_rows_ok(x_t, {&ln1_->weight, &ln1_->bias, &ln2_->weight, &ln2_->bias, &fc_->weight, &fc_->bias,
+                        &proj_->weight, &proj_->bias})) {
+    // Raw rows: the LayerNorms, the MLP and the residuals without a dispatch per op.
+    auto normed = at::empty_like(x_t);
+    auto out = at::empty_like(x_t);
+    AT_DISPATCH_FLOATING_TYPES(x_t.scalar_type(), "Block::step_fast", [&] {
+      layer_norm_rows<scalar_t>(x_t, normed, ln1_);
+      auto mixed = mixer_->step(state, normed).contiguous();
+      block_tail_rows<scalar_t>(x_t, mixed, out, ln2_, fc_, proj_);
+    });
+    return out;
+  }
   const auto& o1 = ln1_->options;
   auto h = at::add(x_t, mixer_->step(state, at::layer_norm(x_t, {C}, ln1_->weight, ln1_->bias, o1.eps())));
   const auto& o2 = ln2_->options;
@@ -187,6 +250,21 @@ torch::Tensor DecoderModel::step(DecoderState& state, const torch::Tensor& token
     if (blocks_[l]->memory_mixer() != nullptr) memory = state.memory[l];
   }
   ++state.position;
+  if (raw_rows_ok(x, {&ln_f_->weight, &ln_f_->bias, &embed_->weight})) {
+    // Final LayerNorm and the tied head on raw rows, as the blocks.
+    const int64_t B = x.size(0), C = x.size(1), V = embed_->weight.size(0);
+    auto logits = at::empty({B, V}, x.options());
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "DecoderModel::step", [&] {
+      std::vector<scalar_t> n(static_cast<size_t>(C));
+      for (int64_t b = 0; b < B; ++b) {
+        row::layer_norm<scalar_t>(x.data_ptr<scalar_t>() + b * C, n.data(), ptr_or_null<scalar_t>(ln_f_->weight),
+                                  ptr_or_null<scalar_t>(ln_f_->bias), C, ln_f_->options.eps());
+        row::linear<scalar_t>(embed_->weight.data_ptr<scalar_t>(), nullptr, n.data(),
+                              logits.data_ptr<scalar_t>() + b * V, V, C);
+      }
+    });
+    return logits;
+  }
   return at::matmul(ln_f_->forward(x), embed_->weight.t());  // (B,V)
 }
 

@@ -1,8 +1,11 @@
 #include "mixlab/resolvent/ssm.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/row_kernels.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/resolvent/selective_scan.h"
 
@@ -70,15 +73,83 @@ std::unique_ptr<MixerState> SsmMixer::init_state(int64_t batch) {
   return std::make_unique<SsmState>(torch::zeros({batch, dims_.d_model, n_}, a_log_.options().requires_grad(false)));
 }
 
+namespace {
+
+// torch's softplus (beta 1, threshold 20) and silu, on one value.
+template <typename T>
+T softplus_value(T x) {
+  return x > T(20) ? x : std::log1p(std::exp(x));
+}
+template <typename T>
+T silu_value(T x) {
+  return x / (T(1) + std::exp(-x));
+}
+
+}  // namespace
+
 torch::Tensor SsmMixer::step(MixerState& state_base, const torch::Tensor& x_t) {
   auto* state = dynamic_cast<SsmState*>(&state_base);
   MIXLAB_CHECK(state != nullptr, "ssm step: state was not created by this mixer's init_state");
   check_shape("ssm step", "x_t", x_t, {state->h_.size(0), dims_.d_model}, "(B,C)");
   torch::NoGradGuard no_grad;  // decode: the state is updated in place
-  auto k = coefficients(x_t);  // (B,C) / (B,N): no time axis
-  auto y = selective_scan_step(state->h_, k.u, k.delta, k.a, k.b, k.c, d_skip_);
+  const auto dtype = x_t.scalar_type();
+  const bool raw = (dtype == torch::kFloat || dtype == torch::kDouble) && x_t.is_contiguous() &&
+                   x_t.device().is_cpu() && in_proj_->weight.scalar_type() == dtype && a_log_.scalar_type() == dtype;
+  if (!raw) {
+    auto k = coefficients(x_t);  // (B,C) / (B,N): no time axis
+    auto y = selective_scan_step(state->h_, k.u, k.delta, k.a, k.b, k.c, d_skip_);
+    ++state->pos_;
+    return finish(k, y);
+  }
+  // Raw rows: the four projections, softplus and the gate without a dispatch per op (a decode
+  // step of the compare model is dispatch-bound); the recurrence is the fused scan's own step.
+  const int64_t B = x_t.size(0), C = dims_.d_model, N = n_;
+  auto u = at::empty({B, C}, x_t.options()), delta = at::empty({B, C}, x_t.options());
+  auto b = at::empty({B, N}, x_t.options()), c = at::empty({B, N}, x_t.options());
+  auto z = at::empty({B, C}, x_t.options()), out = at::empty({B, C}, x_t.options());
+  torch::Tensor y;
+  AT_DISPATCH_FLOATING_TYPES(dtype, "ssm step", [&] {
+    using T = scalar_t;
+    std::vector<T> uz(static_cast<size_t>(2 * C)), bc(static_cast<size_t>(2 * N));
+    for (int64_t r = 0; r < B; ++r) {
+      row::linear<T>(in_proj_->weight.data_ptr<T>(), nullptr, x_t.data_ptr<T>() + r * C, uz.data(), 2 * C, C);
+      T* ur = u.data_ptr<T>() + r * C;
+      std::copy(uz.begin(), uz.begin() + C, ur);
+      std::copy(uz.begin() + C, uz.end(), z.data_ptr<T>() + r * C);
+      T* dr = delta.data_ptr<T>() + r * C;
+      row::linear<T>(dt_proj_->weight.data_ptr<T>(), dt_proj_->bias.data_ptr<T>(), ur, dr, C, C);
+      for (int64_t i = 0; i < C; ++i) dr[i] = softplus_value(dr[i]);
+      row::linear<T>(bc_proj_->weight.data_ptr<T>(), nullptr, ur, bc.data(), 2 * N, C);
+      std::copy(bc.begin(), bc.begin() + N, b.data_ptr<T>() + r * N);
+      std::copy(bc.begin() + N, bc.end(), c.data_ptr<T>() + r * N);
+    }
+    y = selective_scan_step(state->h_, u, delta, decay_rates(), b, c, d_skip_).contiguous();
+    std::vector<T> g(static_cast<size_t>(C));
+    for (int64_t r = 0; r < B; ++r) {
+      const T* yr = y.data_ptr<T>() + r * C;
+      const T* zr = z.data_ptr<T>() + r * C;
+      for (int64_t i = 0; i < C; ++i) g[i] = yr[i] * silu_value(zr[i]);
+      row::linear<T>(out_proj_->weight.data_ptr<T>(), nullptr, g.data(), out.data_ptr<T>() + r * C, C, C);
+    }
+  });
   ++state->pos_;
-  return finish(k, y);
+  return out;
+}
+
+const torch::Tensor& SsmMixer::decay_rates() {
+  // a = -exp(A_log) changes only when A_log does: an optimiser step or a load bumps its version
+  // or replaces its storage.
+  // (An inference tensor has no version counter: recompute every time.)
+  const int64_t version = a_log_.is_inference() ? -1 : a_log_._version();
+  const void* data = a_log_.data_ptr();
+  if (!a_cache_.defined() || version < 0 || a_cache_version_ != version || a_cache_data_ != data ||
+      a_cache_.scalar_type() != a_log_.scalar_type()) {
+    torch::NoGradGuard no_grad;
+    a_cache_ = -torch::exp(a_log_.detach());
+    a_cache_version_ = version;
+    a_cache_data_ = data;
+  }
+  return a_cache_;
 }
 
 }  // namespace mixlab

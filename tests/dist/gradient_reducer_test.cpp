@@ -30,7 +30,9 @@ Params make_params() {  // equal on every rank, as after DataParallel::broadcast
   return {p({5, 4}, 7), p({4, 3}, 8), p({3}, 9), p({2, 2}, 10)};
 }
 
-torch::Tensor input_of(int64_t rank) { return randn_seeded({6, 5}, 100 + static_cast<uint64_t>(rank), torch::kFloat64); }
+torch::Tensor input_of(int64_t rank) {
+  return randn_seeded({6, 5}, 100 + static_cast<uint64_t>(rank), torch::kFloat64);
+}
 
 torch::Tensor loss_of(const Params& p, int64_t rank) {
   auto y = torch::tanh(input_of(rank).mm(p.w1)).mm(p.w2);

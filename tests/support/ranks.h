@@ -24,8 +24,7 @@ inline DistEnv env_for(int64_t rank, int64_t world, int64_t port) {
 
 // torch::randn from its own generator: the rank threads must not share the global one (a race
 // between their manual_seed and randn calls).
-inline torch::Tensor randn_seeded(at::IntArrayRef shape, uint64_t seed,
-                                  torch::ScalarType dtype = torch::kFloat32) {
+inline torch::Tensor randn_seeded(at::IntArrayRef shape, uint64_t seed, torch::ScalarType dtype = torch::kFloat32) {
   auto gen = at::detail::createCPUGenerator(seed);
   return at::randn(shape, gen, torch::TensorOptions().dtype(dtype));
 }

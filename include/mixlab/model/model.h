@@ -67,8 +67,9 @@ class Block : public torch::nn::Module {
   /// block's cached outgoing memory, updated only when the mixer reports a delta.
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
                      torch::Tensor& memory_out);
-  /// step with the memory stream through at:: ops directly (layer_norm, addmm, in-place GELU
-  /// and residual adds on fresh tensors): the decode path's block, equal to step.
+  /// step for decode: contiguous float/double CPU rows go through raw-row loops (row_kernels.h:
+  /// LayerNorm, MLP, residuals without a dispatch per op), other inputs through at:: ops. Equal
+  /// to step to float rounding.
   torch::Tensor step_fast(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
                           torch::Tensor& memory_out);
   Mixer& mixer() { return *mixer_; }
@@ -108,10 +109,11 @@ class DecoderModel : public torch::nn::Module {
   DecoderState init_state(int64_t batch);
   /// tokens_t (B) int64 -> logits (B,V); advances every block's state by one token. The decode
   /// path: runs under c10::InferenceMode (no autograd bookkeeping; decode never trains, and
-  /// the logits it returns are inference tensors), the backbone through its fused ops.
+  /// the logits it returns are inference tensors), the backbone on raw rows (Block::step_fast).
   torch::Tensor step(DecoderState& state, const torch::Tensor& tokens_t);
   /// The same row through the plain modules, in the caller's grad mode: the baseline the fast
-  /// path is benchmarked against (bench/decode_bench.cpp) and tested equal to.
+  /// path is benchmarked against (bench/decode_bench.cpp) and tested equal to (to float
+  /// rounding: the raw-row loops add in another order than ATen's kernels).
   torch::Tensor step_reference(DecoderState& state, const torch::Tensor& tokens_t);
   /// tokens (B,T) int64, T >= 1 -> logits (B,T,V); advances the state by T tokens; equals the
   /// rows of forward over the whole prefix. Runs under InferenceMode like step: a state that

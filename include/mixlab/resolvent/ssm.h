@@ -11,7 +11,8 @@
 // β_t,t−1 = exp(Δ_t a) (eq. 22). forward, prefill and step run it through the fused selective
 // scan (mixlab/resolvent/selective_scan.h), O(T·C·N) without (B,T,C,N) tensors; its tests
 // compare it with the order:1 resolvent op and with a plain loop. Decode: O(C·N) per token,
-// state (B,C,N), no growth.
+// state (B,C,N), no growth; a float/double step runs its projections on raw rows
+// (core/row_kernels.h), equal to forward to float rounding.
 // Initialisation as Mamba: A_log = log(1..N), Δ bias so softplus(bias) ∈ [1e-3, 1e-1]
 // log-uniformly, D = 1. Not supported: the depthwise convolution of the Mamba block.
 #pragma once
@@ -55,11 +56,16 @@ class SsmMixer : public Mixer {
   };
   Coefficients coefficients(const torch::Tensor& x);
   torch::Tensor finish(const Coefficients& k, const torch::Tensor& y);  // y (…,C) -> out_proj(y ⊙ silu(z))
+  /// -exp(A_log), recomputed only when A_log changed (decode reads it every token).
+  const torch::Tensor& decay_rates();
 
   MixerDims dims_;
   int64_t n_;
   torch::nn::Linear in_proj_{nullptr}, dt_proj_{nullptr}, bc_proj_{nullptr}, out_proj_{nullptr};
   torch::Tensor a_log_, d_skip_;
+  torch::Tensor a_cache_;  // decay_rates()
+  int64_t a_cache_version_ = -1;
+  const void* a_cache_data_ = nullptr;
 };
 
 }  // namespace mixlab

@@ -1,0 +1,77 @@
+// Raw-row loops for the decoder block's decode step (see row_kernels.h).
+#include "mixlab/core/row_kernels.h"
+
+#include <cmath>
+
+// The same clones as the selective scan: AVX2 + FMA where the machine has them, the build's
+// baseline elsewhere; one version under ASan (its instrumentation and ifuncs do not mix).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define MIXLAB_ROW_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define MIXLAB_ROW_CLONES
+#endif
+
+namespace mixlab::row {
+namespace {
+
+template <typename T>
+MIXLAB_ROW_CLONES void layer_norm_impl(const T* x, T* y, const T* w, const T* b, int64_t n, T eps) {
+  T mean = 0;
+#pragma omp simd reduction(+ : mean)
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<T>(n);
+  T var = 0;
+#pragma omp simd reduction(+ : var)
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= static_cast<T>(n);
+  const T rstd = T(1) / std::sqrt(var + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    const T z = (x[i] - mean) * rstd;
+    y[i] = (w ? z * w[i] : z) + (b ? b[i] : T(0));
+  }
+}
+
+template <typename T>
+MIXLAB_ROW_CLONES void linear_impl(const T* W, const T* bias, const T* x, T* y, int64_t out, int64_t in) {
+  for (int64_t r = 0; r < out; ++r) {
+    const T* wr = W + r * in;
+    T s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < in; ++c) s += wr[c] * x[c];
+    y[r] = bias ? s + bias[r] : s;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void layer_norm(const T* x, T* y, const T* w, const T* b, int64_t n, double eps) {
+  layer_norm_impl<T>(x, y, w, b, n, static_cast<T>(eps));
+}
+
+template <typename T>
+void linear(const T* W, const T* bias, const T* x, T* y, int64_t out, int64_t in) {
+  linear_impl<T>(W, bias, x, y, out, in);
+}
+
+template <typename T>
+void gelu(T* x, int64_t n) {
+  constexpr T kInvSqrt2 = static_cast<T>(0.70710678118654752440);
+  for (int64_t i = 0; i < n; ++i) x[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * kInvSqrt2));
+}
+
+template <typename T>
+void add(const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+#define MIXLAB_ROW_INSTANTIATE(T)                                                 \
+  template void layer_norm<T>(const T*, T*, const T*, const T*, int64_t, double); \
+  template void linear<T>(const T*, const T*, const T*, T*, int64_t, int64_t);    \
+  template void gelu<T>(T*, int64_t);                                             \
+  template void add<T>(const T*, T*, int64_t);
+MIXLAB_ROW_INSTANTIATE(float)
+MIXLAB_ROW_INSTANTIATE(double)
+#undef MIXLAB_ROW_INSTANTIATE
+
+}  // namespace mixlab::row
