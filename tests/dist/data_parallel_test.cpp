@@ -208,6 +208,8 @@ TEST(DataParallel, DeadPeerIsAnErrorNamingTheRankNotAHang) {
     if (r == 1) return;  // rank 1 leaves: its process group is destroyed
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     try {
+      // all_reduce_sum runs start_all_reduce_sum(...).wait(): at 2 ranks the exchange path that
+      // training uses.
       dp.all_reduce_sum({torch::ones({4})});
     } catch (const mixlab::DistributedError& e) {
       message = e.what();
@@ -217,27 +219,6 @@ TEST(DataParallel, DeadPeerIsAnErrorNamingTheRankNotAHang) {
   EXPECT_NE(message.find("rank 0 of 2"), std::string::npos) << message;
   EXPECT_NE(message.find("all-reduce of the gradients failed"), std::string::npos) << message;
   EXPECT_LT(seconds, 20.0);  // the 5 s timeout at most, plus set-up; never the default 30 min
-}
-
-TEST(DataParallel, DeadPeerInTheExchangeIsAnErrorNamingTheRank) {
-  const int64_t port = mixlab::free_local_port();
-  std::string message;
-  const auto t0 = std::chrono::steady_clock::now();
-  on_ranks(2, [&](int64_t r) {
-    DataParallel dp(env_for(r, 2, port), std::chrono::seconds(5));
-    dp.barrier();
-    if (r == 1) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    try {
-      dp.start_all_reduce_sum(torch::ones({4}), "all-reduce of the gradients").wait();
-    } catch (const mixlab::DistributedError& e) {
-      message = e.what();
-    }
-  });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_NE(message.find("rank 0 of 2"), std::string::npos) << message;
-  EXPECT_NE(message.find("all-reduce of the gradients failed"), std::string::npos) << message;
-  EXPECT_LT(seconds, 20.0);
 }
 
 TEST(DataParallel, PortInUseIsNamed) {

@@ -1,6 +1,7 @@
 // Task lm: sliding-window evaluation against a direct computation, training (loss falls, resume
 // exact), sampling (greedy, top-k, top-p on fixed logits, seeded determinism) and generation.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -22,10 +23,17 @@ namespace {
 struct LmEnvironment : ::testing::Environment {
   void SetUp() override {
     ::setenv("MIXLAB_DATA_DIR", MIXLAB_SOURCE_DIR "/data/sample", 1);
-    const auto dir = std::filesystem::path(::testing::TempDir()) / "mixlab_lm_train_cache";
+    // Per process: ctest runs the tests of this file in parallel processes, and a shared folder
+    // removed by one of them would pull the cache from under another.
+    dir = std::filesystem::path(::testing::TempDir()) / ("mixlab_lm_train_cache_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     ::setenv("MIXLAB_CACHE_DIR", dir.c_str(), 1);
   }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  std::filesystem::path dir;
 };
 const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new LmEnvironment);
 
