@@ -1,20 +1,10 @@
 // Bucketed gradient all-reduce started from autograd hooks (see gradient_reducer.h).
 #include "mixlab/dist/gradient_reducer.h"
 
-#include <chrono>
-
 #include "mixlab/core/error.h"
 #include "mixlab/dist/data_parallel.h"
 
 namespace mixlab {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-}  // namespace
-
 struct GradientReducer::Impl {
   struct Slot {
     torch::Tensor param;
@@ -38,7 +28,6 @@ struct GradientReducer::Impl {
   size_t next = 0;  // first bucket not started in this step
   bool armed = false;
   int64_t collectives = 0;
-  double seconds = 0;
 
   void start(Bucket& b) {
     b.work = dp->start_all_reduce_sum(b.flat, "all-reduce of the gradients");
@@ -52,7 +41,6 @@ struct GradientReducer::Impl {
 
   void on_gradient(size_t i, const torch::Tensor& grad) {
     if (!armed) return;
-    const auto t0 = Clock::now();
     torch::NoGradGuard no_grad;
     Slot& s = slots[i];
     MIXLAB_CHECK(!s.fired,
@@ -67,7 +55,6 @@ struct GradientReducer::Impl {
     b.flat[s.flag].fill_(1);
     --b.waiting;
     start_ready();
-    seconds += since(t0);
   }
 };
 
@@ -140,7 +127,6 @@ void GradientReducer::begin() {
 void GradientReducer::finish() {
   auto& I = *impl_;
   MIXLAB_CHECK(I.armed, "GradientReducer: finish() without begin()");
-  const auto t0 = Clock::now();
   I.armed = false;
   torch::NoGradGuard no_grad;
   // Buckets with a parameter that got no gradient here: zeros in its place, then start them.
@@ -166,11 +152,9 @@ void GradientReducer::finish() {
     else
       s.param.mutable_grad() = sum.clone();
   }
-  I.seconds += since(t0);
 }
 
 int64_t GradientReducer::bucket_count() const { return static_cast<int64_t>(impl_->buckets.size()); }
 int64_t GradientReducer::collectives() const { return impl_->collectives; }
-double GradientReducer::exposed_seconds() const { return impl_->seconds; }
 
 }  // namespace mixlab

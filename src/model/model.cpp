@@ -254,14 +254,12 @@ torch::Tensor DecoderModel::step(DecoderState& state, const torch::Tensor& token
     // Final LayerNorm and the tied head on raw rows, as the blocks.
     const int64_t B = x.size(0), C = x.size(1), V = embed_->weight.size(0);
     auto logits = at::empty({B, V}, x.options());
+    auto normed = at::empty_like(x);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "DecoderModel::step", [&] {
-      std::vector<scalar_t> n(static_cast<size_t>(C));
-      for (int64_t b = 0; b < B; ++b) {
-        row::layer_norm<scalar_t>(x.data_ptr<scalar_t>() + b * C, n.data(), ptr_or_null<scalar_t>(ln_f_->weight),
-                                  ptr_or_null<scalar_t>(ln_f_->bias), C, ln_f_->options.eps());
-        row::linear<scalar_t>(embed_->weight.data_ptr<scalar_t>(), nullptr, n.data(),
+      layer_norm_rows<scalar_t>(x, normed, ln_f_);
+      for (int64_t b = 0; b < B; ++b)
+        row::linear<scalar_t>(embed_->weight.data_ptr<scalar_t>(), nullptr, normed.data_ptr<scalar_t>() + b * C,
                               logits.data_ptr<scalar_t>() + b * V, V, C);
-      }
     });
     return logits;
   }

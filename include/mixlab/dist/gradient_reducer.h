@@ -57,9 +57,6 @@ class GradientReducer {
   int64_t bucket_count() const;
   /// Collectives issued so far (bucket_count per step).
   int64_t collectives() const;
-  /// Wall seconds on this rank's critical path so far: the hooks' copies, plus everything in
-  /// finish() (waiting for the collectives, including for a slower rank, and the copy back).
-  double exposed_seconds() const;
 
  private:
   struct Impl;
