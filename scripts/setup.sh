@@ -11,7 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libcairo2-dev libglpk-dev libicu-dev libgloo-dev
-  clang-format
+  clang-format ccache
   python3-dev pybind11-dev python3-torch
 )
 # Node.js/npm only fetch the corpus; a machine that already has npm (e.g. from NodeSource,

@@ -14,11 +14,10 @@ ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
 if [ "${MIXLAB_SANITIZE_TESTS:-0}" = "1" ]; then
   echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   areas="core pattern analysis resolvent toeplitz data scan"
-  cmake -S "$here" -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMIXLAB_SANITIZE=ON \
-    -DMIXLAB_BUILD_BENCH=OFF >/dev/null
   targets=""
   for a in $areas; do [ -d "tests/$a" ] && targets="$targets test_$a"; done
-  cmake --build build-asan -j "$(nproc)" --target $targets
+  MIXLAB_BUILD_DIR="$here/build-asan" MIXLAB_BUILD_TYPE=RelWithDebInfo MIXLAB_TARGETS="$targets" \
+    bash scripts/build.sh -DMIXLAB_SANITIZE=ON -DMIXLAB_BUILD_BENCH=OFF
   # LibTorch itself is not instrumented; leak checks would report its one-time allocations.
   ASAN_OPTIONS=detect_leaks=0:detect_container_overflow=0 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j "$(nproc)" --timeout 900 \

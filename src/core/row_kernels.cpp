@@ -1,6 +1,9 @@
 // Raw-row loops for the decoder block's decode step (see row_kernels.h).
 #include "mixlab/core/row_kernels.h"
 
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
 #include <cmath>
 
 // The same clones as the selective scan: AVX2 + FMA where the machine has them, the build's
@@ -42,7 +45,30 @@ MIXLAB_ROW_CLONES void linear_impl(const T* W, const T* bias, const T* x, T* y, 
   }
 }
 
+template <typename T>
+MIXLAB_ROW_CLONES T dot_impl(const T* a, const T* b, int64_t n) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+template <typename T>
+MIXLAB_ROW_CLONES void axpy_impl(T a, const T* x, T* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 }  // namespace
+
+bool raw_rows_ok(const at::Tensor& x, std::initializer_list<const at::Tensor*> params, int64_t dim) {
+  if (!x.defined() || !x.device().is_cpu() || !x.is_contiguous() || x.dim() != dim) return false;
+  if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble) return false;
+  for (const auto* p : params)
+    if (p->defined() && (!p->is_contiguous() || p->scalar_type() != x.scalar_type() || !p->device().is_cpu()))
+      return false;
+  return true;
+}
 
 template <typename T>
 void layer_norm(const T* x, T* y, const T* w, const T* b, int64_t n, double eps) {
@@ -65,11 +91,33 @@ void add(const T* x, T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+template <typename T>
+void axpy(T a, const T* x, T* y, int64_t n) {
+  axpy_impl<T>(a, x, y, n);
+}
+
+template <typename T>
+T dot(const T* a, const T* b, int64_t n) {
+  return dot_impl<T>(a, b, n);
+}
+
+template <typename T>
+void softmax(T* x, int64_t n) {
+  const T m = *std::max_element(x, x + n);
+  T s = 0;
+  for (int64_t i = 0; i < n; ++i) s += (x[i] = std::exp(x[i] - m));
+  const T inv = T(1) / s;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
 #define MIXLAB_ROW_INSTANTIATE(T)                                                 \
   template void layer_norm<T>(const T*, T*, const T*, const T*, int64_t, double); \
   template void linear<T>(const T*, const T*, const T*, T*, int64_t, int64_t);    \
   template void gelu<T>(T*, int64_t);                                             \
-  template void add<T>(const T*, T*, int64_t);
+  template void add<T>(const T*, T*, int64_t);                                    \
+  template void axpy<T>(T, const T*, T*, int64_t);                                \
+  template T dot<T>(const T*, const T*, int64_t);                                 \
+  template void softmax<T>(T*, int64_t);
 MIXLAB_ROW_INSTANTIATE(float)
 MIXLAB_ROW_INSTANTIATE(double)
 #undef MIXLAB_ROW_INSTANTIATE

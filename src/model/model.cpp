@@ -59,14 +59,6 @@ namespace {
 
 // The raw-row decode path applies to contiguous CPU rows of float or double whose LayerNorm and
 // Linear parameters are contiguous and of the same dtype (the trained model's; not a mix).
-bool raw_rows_ok(const torch::Tensor& x, std::initializer_list<const torch::Tensor*> params) {
-  if (!x.device().is_cpu() || !x.is_contiguous() || x.dim() != 2) return false;
-  if (x.scalar_type() != torch::kFloat && x.scalar_type() != torch::kDouble) return false;
-  for (const auto* p : params)
-    if (p->defined() && (!p->is_contiguous() || p->scalar_type() != x.scalar_type() || !p->device().is_cpu()))
-      return false;
-  return true;
-}
 
 template <typename T>
 const T* ptr_or_null(const torch::Tensor& t) {
@@ -108,8 +100,8 @@ torch::Tensor Block::step_fast(MixerState& state, const torch::Tensor& x_t, cons
                                torch::Tensor& memory_out) {
   if (memory_mixer_) return step(state, x_t, memory_in, memory_out);
   const int64_t C = x_t.size(-1);
-  if (raw_rows_ok(x_t, {&ln1_->weight, &ln1_->bias, &ln2_->weight, &ln2_->bias, &fc_->weight, &fc_->bias,
-                        &proj_->weight, &proj_->bias})) {
+  if (row::raw_rows_ok(x_t, {&ln1_->weight, &ln1_->bias, &ln2_->weight, &ln2_->bias, &fc_->weight, &fc_->bias,
+                             &proj_->weight, &proj_->bias})) {
     // Raw rows: the LayerNorms, the MLP and the residuals without a dispatch per op.
     auto normed = at::empty_like(x_t);
     auto out = at::empty_like(x_t);
@@ -250,7 +242,7 @@ torch::Tensor DecoderModel::step(DecoderState& state, const torch::Tensor& token
     if (blocks_[l]->memory_mixer() != nullptr) memory = state.memory[l];
   }
   ++state.position;
-  if (raw_rows_ok(x, {&ln_f_->weight, &ln_f_->bias, &embed_->weight})) {
+  if (row::raw_rows_ok(x, {&ln_f_->weight, &ln_f_->bias, &embed_->weight})) {
     // Final LayerNorm and the tied head on raw rows, as the blocks.
     const int64_t B = x.size(0), C = x.size(1), V = embed_->weight.size(0);
     auto logits = at::empty({B, V}, x.options());

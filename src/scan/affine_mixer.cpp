@@ -34,7 +34,6 @@ static_assert(members_in_order(), "kMembers rows must follow AffineMember order,
 
 constexpr int64_t kMambaState = 16;  // N
 constexpr int64_t kGlaGateRank = 16;
-constexpr double kGlaNormaliser = 16.0;
 
 // (B,T,H*D) -> (B,H,T,D)
 torch::Tensor heads_first(const torch::Tensor& t, int64_t H) {
@@ -181,7 +180,7 @@ AffineMixer::Prepared AffineMixer::prepare(const torch::Tensor& x, const torch::
       p.q = q * scale;
       p.k = k;
       p.v = v;
-      p.g = heads_first(torch::log_sigmoid(decay_proj2_->forward(decay_proj_->forward(x))), H) / kGlaNormaliser;
+      p.g = heads_first(torch::log_sigmoid(decay_proj2_->forward(decay_proj_->forward(x))), H) / kGlaDecayNormaliser;
       p.gate = torch::silu(gate_lin()).reshape({B, T, H, dv_});
       break;
     case AffineMember::kMamba: {
@@ -333,6 +332,9 @@ torch::Tensor AffineMixer::step(MixerState& state_base, const torch::Tensor& x_t
   MIXLAB_CHECK(state != nullptr, "{}: state was not created by this mixer's init_state", fn);
   check_shape(fn.c_str(), "x_t", x_t, {state->s_.size(0), dims_.d_model}, "(B,C)");
   check_same_dtype(fn.c_str(), "x_t", x_t, "the state", state->s_);
+  // Decode without autograd on contiguous float/double CPU rows: the raw-row step
+  // (affine_mixer_step_rows.cpp), equal to the ATen path below to float rounding.
+  if (rows_ready(x_t, state->s_)) return step_rows(*state, x_t);
   // Decode: one matmul for all input projections when no gradient is wanted (dispatch, not
   // arithmetic, dominates a d = 64 step).
   auto x1 = x_t.unsqueeze(1);

@@ -37,7 +37,30 @@ void check_dtype(torch::ScalarType dtype, double rtol, double atol) {
     auto acc = w.clone();
     mixlab::row::add<T>(x.data_ptr<T>(), acc.data_ptr<T>(), n);
     EXPECT_TRUE(torch::equal(acc, w + x));
+    // axpy, dot and softmax (large logits: the max must be subtracted first).
+    auto ax = w.clone();
+    mixlab::row::axpy<T>(static_cast<T>(0.75), x.data_ptr<T>(), ax.data_ptr<T>(), n);
+    EXPECT_TRUE(torch::allclose(ax, w + 0.75 * x, rtol, atol));
+    EXPECT_NEAR(static_cast<double>(mixlab::row::dot<T>(x.data_ptr<T>(), w.data_ptr<T>(), n)),
+                at::dot(x, w).item<double>(), atol * n + rtol * at::dot(x.abs(), w.abs()).item<double>());
+    auto sm = x * 40;
+    mixlab::row::softmax<T>(sm.data_ptr<T>(), n);
+    EXPECT_TRUE(torch::allclose(sm, at::softmax(x * 40, 0), rtol, atol));
   }
+}
+
+TEST(RowKernels, RawRowsOkOnlyForContiguousCpuFloatRowsWithMatchingParams) {
+  using mixlab::row::raw_rows_ok;
+  auto x = torch::randn({2, 8}), w = torch::randn({8, 8}), wd = w.to(torch::kDouble), undefined = at::Tensor();
+  EXPECT_TRUE(raw_rows_ok(x, {&w, &undefined}));
+  EXPECT_TRUE(raw_rows_ok(x.to(torch::kDouble), {&wd}));
+  EXPECT_FALSE(raw_rows_ok(x, {&wd}));  // mixed dtypes
+  auto wt = w.t();
+  EXPECT_FALSE(raw_rows_ok(x, {&wt}));                // non-contiguous parameter
+  EXPECT_FALSE(raw_rows_ok(x.t(), {}));               // non-contiguous rows
+  EXPECT_FALSE(raw_rows_ok(x.to(torch::kHalf), {}));  // not float or double
+  EXPECT_FALSE(raw_rows_ok(x.unsqueeze(0), {}));      // dim 3 where 2 is asked
+  EXPECT_TRUE(raw_rows_ok(x.unsqueeze(0), {}, 3));
 }
 
 TEST(RowKernels, MatchTheAtenOpsInFloat) { check_dtype<float>(torch::kFloat, 1e-5, 1e-5); }

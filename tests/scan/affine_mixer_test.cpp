@@ -81,6 +81,39 @@ TEST_P(AffineMembers, StepEqualsForwardRowByRow) {
   EXPECT_EQ(state->position(), 21);
 }
 
+// Decode without autograd takes the raw-row step (affine_mixer_step_rows.cpp); with autograd on,
+// the ATen step. Both must give the same outputs and states, token after token, in float and
+// double, on odd sizes (C 12, H 3: Dv 3; mamba Dk 16) and after the weights change.
+TEST_P(AffineMembers, RawRowStepEqualsAtenStep) {
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    auto layer = make(member(), 12, 3, 8, 11);
+    layer->to(dtype);
+    const double tol = dtype == torch::kFloat ? 1e-5 : 1e-12;
+    torch::manual_seed(12);
+    auto x = torch::randn({3, 9, 12}, dtype);
+    auto fast = layer->init_state(3), aten = layer->init_state(3);
+    for (int64_t t = 0; t < 9; ++t) {
+      if (t == 5) {  // the packed weights must follow an optimizer step
+        torch::NoGradGuard no_grad;
+        for (auto& p : layer->parameters()) p.add_(0.01);
+      }
+      at::Tensor y_fast, y_aten;
+      {
+        torch::NoGradGuard no_grad;
+        y_fast = layer->step(*fast, x.select(1, t));
+      }
+      y_aten = layer->step(*aten, x.select(1, t)).detach();
+      ASSERT_TRUE(all_close(y_fast, y_aten, tol, tol))
+          << affine_member_info(member()).name << " dtype " << dtype << " t " << t << " max diff "
+          << (y_fast - y_aten).abs().max().item<double>();
+      auto& sf = dynamic_cast<AffineState&>(*fast);
+      auto& sa = dynamic_cast<AffineState&>(*aten);
+      ASSERT_TRUE(all_close(sf.s_, sa.s_.detach(), tol, tol)) << "state, t " << t;
+      EXPECT_EQ(sf.position(), t + 1);
+    }
+  }
+}
+
 TEST_P(AffineMembers, PrefillInPiecesEqualsOneForward) {
   auto layer = make(member(), 8, 2, 8, 5);
   layer->to(torch::kDouble);

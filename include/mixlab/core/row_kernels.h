@@ -1,4 +1,5 @@
-// mixlab/core/row_kernels.h — decode-time arithmetic on raw rows (LayerNorm, Linear, GELU).
+// mixlab/core/row_kernels.h — decode-time arithmetic on raw rows (LayerNorm, Linear, GELU,
+// softmax, dot, axpy), and the test of whether a decode step may take them (raw_rows_ok).
 //
 // A decode step of the d = 64 compare model is ~0.1 MFLOP, yet its backbone (two pre-LN blocks,
 // final LN and head) took 17 ATen calls per token: dispatch, not arithmetic. These loops do the
@@ -9,8 +10,17 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+
+namespace at {
+class Tensor;
+}
 
 namespace mixlab::row {
+
+/// True when x (dim `dim`) and every defined tensor of `params` are contiguous CPU tensors of x's
+/// dtype, float or double: then a decode step may run on raw rows; otherwise it keeps its ATen path.
+bool raw_rows_ok(const at::Tensor& x, std::initializer_list<const at::Tensor*> params, int64_t dim = 2);
 
 /// y = (x - mean) / sqrt(var + eps) * w + b over one row of n (biased variance, as LayerNorm);
 /// w or b null means 1 or 0. x and y may alias.
@@ -29,5 +39,17 @@ void gelu(T* x, int64_t n);
 /// y += x.
 template <typename T>
 void add(const T* x, T* y, int64_t n);
+
+/// y += a x.
+template <typename T>
+void axpy(T a, const T* x, T* y, int64_t n);
+
+/// sum_i a_i b_i.
+template <typename T>
+T dot(const T* a, const T* b, int64_t n);
+
+/// x = softmax(x) in place (max subtracted first, as at::softmax); n >= 1.
+template <typename T>
+void softmax(T* x, int64_t n);
 
 }  // namespace mixlab::row

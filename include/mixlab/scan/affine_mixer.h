@@ -91,6 +91,8 @@ class AffineState : public MixerState {
 
 class AffineMixer : public Mixer {
  public:
+  /// GLA's log decay is logsigmoid(.) / 16 (keeps the gates near 1 at init).
+  static constexpr double kGlaDecayNormaliser = 16.0;
   /// chunk: the chunked form's chunk size (a power of two for the diagonal kernel).
   AffineMixer(AffineMember member, const MixerDims& dims, int64_t chunk = 64);
 
@@ -119,6 +121,17 @@ class AffineMixer : public Mixer {
     torch::Tensor gate, skip;  // output gate (B,T,H,Dv) and skip input (B,T,H,Dv), when used
   };
   const AffineMemberInfo& info() const { return affine_member_info(member_); }
+  /// Whether step may run on raw rows: no autograd, and x_t, the state, every parameter and
+  /// buffer contiguous CPU tensors of one float or double dtype.
+  bool rows_ready(const torch::Tensor& x_t, const torch::Tensor& s);
+  /// The decode step on raw rows (src/scan/affine_mixer_step_rows.cpp): the same formulas as
+  /// prepare(), the kernel's step and finish(), with the state updated in place.
+  torch::Tensor step_rows(AffineState& state, const torch::Tensor& x_t);
+  template <typename T>
+  void step_rows_typed(AffineState& state, const torch::Tensor& x_t, torch::Tensor& out);
+  /// Packs [q; k; v; gate; decay; aux] weights and biases into rows_w_ / rows_b_ (once per
+  /// weight version).
+  void rows_pack();
   /// fused: decode's single matmul over [q; k; v; gate] (fused_projection), or undefined for
   /// one Linear per projection (training, prefill).
   Prepared prepare(const torch::Tensor& x, const torch::Tensor& fused = {});
@@ -140,6 +153,9 @@ class AffineMixer : public Mixer {
   torch::Tensor a_log_, d_skip_, dt_bias_, rfa_w_, retnet_log_gamma_;
   torch::Tensor fused_w_;                // (Nq+Nk+Nv+Ngate, C), decode cache of the weights
   std::vector<int64_t> fused_versions_;  // the weights' version counters it was built from
+  torch::Tensor rows_w_, rows_b_;        // (N, C), (N): step_rows' stacked input projections
+  std::vector<int64_t> rows_versions_;   // the weights' and biases' version counters they came from
+  int64_t rows_gate_ = -1, rows_decay_ = -1, rows_aux_ = -1;  // offsets in rows_w_'s N, -1 = none
 };
 
 /// Factory for the registry: `name` one of the table's names, `args` "" or a chunk size.
