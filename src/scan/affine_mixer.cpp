@@ -334,7 +334,7 @@ torch::Tensor AffineMixer::step(MixerState& state_base, const torch::Tensor& x_t
   check_same_dtype(fn.c_str(), "x_t", x_t, "the state", state->s_);
   // Decode without autograd on contiguous float/double CPU rows: the raw-row step
   // (affine_mixer_step_rows.cpp), equal to the ATen path below to float rounding.
-  if (rows_ready(x_t, state->s_)) return step_rows(*state, x_t);
+  if (rows_ready(x_t, state->s_)) return step_rows(*state, x_t.contiguous());
   // Decode: one matmul for all input projections when no gradient is wanted (dispatch, not
   // arithmetic, dominates a d = 64 step).
   auto x1 = x_t.unsqueeze(1);

@@ -56,12 +56,17 @@ void rms_norm(T* x, int64_t n) {  // x * rsqrt(mean x^2 + 1e-6), as affine_mixer
 
 bool AffineMixer::rows_ready(const torch::Tensor& x_t, const torch::Tensor& s) {
   if (torch::GradMode::is_enabled()) return false;
-  if (!row::raw_rows_ok(s, {}, 4) || s.scalar_type() != x_t.scalar_type()) return false;
-  std::vector<const torch::Tensor*> params;
-  for (const auto& p : parameters()) params.push_back(&p);
-  for (const auto& b : buffers()) params.push_back(&b);
-  for (const auto* p : params)
-    if (!row::raw_rows_ok(x_t, {p})) return false;
+  // The state is float or double, contiguous, on the CPU; x_t, every parameter and buffer of its
+  // dtype on the CPU (x_t may be strided, a time slice: step_rows takes a contiguous copy).
+  if (!row::raw_rows_ok(s, {}, 4) || x_t.dim() != 2 || !x_t.device().is_cpu() || x_t.scalar_type() != s.scalar_type())
+    return false;
+  auto fits = [&](const torch::Tensor& t) {
+    return t.is_contiguous() && t.device().is_cpu() && t.scalar_type() == s.scalar_type();
+  };
+  for (const auto& p : parameters())
+    if (!fits(p)) return false;
+  for (const auto& b : buffers())
+    if (!fits(b)) return false;
   return true;
 }
 

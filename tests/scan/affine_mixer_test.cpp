@@ -100,7 +100,11 @@ TEST_P(AffineMembers, RawRowStepEqualsAtenStep) {
       at::Tensor y_fast, y_aten;
       {
         torch::NoGradGuard no_grad;
+        // The raw step updates the state in place (the ATen step replaces it): this is how the
+        // test knows it compared the two paths, not one path with itself.
+        const void* before = dynamic_cast<AffineState&>(*fast).s_.data_ptr();
         y_fast = layer->step(*fast, x.select(1, t));
+        ASSERT_EQ(dynamic_cast<AffineState&>(*fast).s_.data_ptr(), before) << "the raw-row path was not taken";
       }
       y_aten = layer->step(*aten, x.select(1, t)).detach();
       ASSERT_TRUE(all_close(y_fast, y_aten, tol, tol))

@@ -44,7 +44,10 @@
 //
 // Training forward uses the chunked form; set_form switches to the recurrent, scan or reference
 // form (tests, benchmarks). Decode: O(H Dk Dv) per token, state (B,H,Dk,Dv') float32 for a float
-// model (Dv' = Dv + 1 with a normaliser column), no growth with n.
+// model (Dv' = Dv + 1 with a normaliser column), no growth with n. Without autograd, on
+// contiguous float/double CPU tensors, step runs on raw rows (src/scan/affine_mixer_step_rows.cpp:
+// one stacked input projection, the member's formulas per head, the state updated in place);
+// otherwise it runs the same formulas as ATen ops (the tested reference of the raw step).
 // Not supported: CUDA, multi-layer blocks (the mixer is one layer), per-channel Δ for mamba.
 #pragma once
 
