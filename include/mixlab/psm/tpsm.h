@@ -128,7 +128,8 @@ class TpsmState : public MixerState {
   // Derived (fast path only): per sequence Inf's keys/values of positions [0, kv_len_) of
   // [s | buf] (PsmTransformer::step_rows' layout), (B, L_inf 2c 2d); undefined until the first
   // fast step. kv_len_ is c + fill_ after a fast step, 0 after a chunk completes (s changed), a
-  // reference step (which does not maintain it) or a load.
+  // reference step (which does not maintain it) or a load. Like the counter's roots (made by the
+  // Agg weights of their time), it assumes Inf's weights do not change while the state is used.
   torch::Tensor kv_;
   int64_t kv_len_ = 0;
 };
