@@ -230,7 +230,7 @@ torch::Tensor TpsmMixer::reference_forward(const torch::Tensor& x) {
 
 std::unique_ptr<TpsmState::Counter> TpsmMixer::make_counter(int64_t batch) {
   std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> fn =
-      [this](const torch::Tensor& l, const torch::Tensor& r) { return agg(l, r); };
+      [this](const torch::Tensor& l, const torch::Tensor& r) { return agg_decode(l, r); };
   return std::make_unique<TpsmState::Counter>(std::move(fn), identity(batch).contiguous());
 }
 
@@ -249,6 +249,10 @@ torch::Tensor TpsmMixer::step(MixerState& state, const torch::Tensor& x_t) {
   check_input(x_t, "x_t");
   MIXLAB_CHECK(x_t.dim() == 2 && x_t.size(0) == s->batch_ && x_t.size(1) == C_,
                "tpsm: x_t must be (B,C) = ({},{}), got {}", s->batch_, C_, shape_string(x_t));
+  if (rows_ready(*s, x_t)) return step_rows(*s, x_t);
+  // The reference step: re-runs the ATen Inf on [s | buf] and does not maintain the fast path's
+  // key/value cache, so that cache is stale from here on.
+  s->kv_len_ = 0;
   const int64_t c = options_.chunk;
   auto u = encode(x_t);  // (B,d)
   if (s->buf_.scalar_type() != u.scalar_type()) s->buf_ = s->buf_.to(u.scalar_type());
@@ -270,7 +274,7 @@ torch::Tensor TpsmMixer::step(MixerState& state, const torch::Tensor& x_t) {
 int64_t TpsmState::bytes() const {
   int64_t total = tensor_bytes(buf_);
   for (const auto& slot : counter_->slots()) total += tensor_bytes(slot.root) + tensor_bytes(slot.fold);
-  return total;
+  return total + tensor_bytes(kv_);
 }
 
 }  // namespace mixlab

@@ -5,6 +5,8 @@
 // Entries: position, fill, buffer (B,c,d), chunks t, roots n, then per root (most significant
 // first) its level, root (B,c,d) and cached fold (B,c,d). The counter's slot levels are checked
 // against the binary digits of t by BinaryCounterScan::restore; position must equal t c + fill.
+// The fast path's key/value cache of Inf is not an entry: it is derived from the prefix and the
+// buffer and rebuilt by the first fast step after a load or fork.
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/psm/tpsm.h"
@@ -46,6 +48,7 @@ void TpsmState::io(StateArchive& ar) {
     slots.push_back(std::move(slot));
   }
   counter_->restore(count, std::move(slots));
+  kv_len_ = 0;  // the key/value cache is derived, not saved: the next fast step rebuilds it
 }
 
 void TpsmMixer::save_state(const TpsmState& state, const std::string& path) const {

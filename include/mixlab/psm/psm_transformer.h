@@ -9,7 +9,14 @@
 //
 // Cost: O(N L (S d^2 + S^2 d)). The S x S score matrix is materialised: S is 2c, the concatenated
 // pair of chunks, never the sequence length.
-// Not supported: dropout, KV caching (the T-PSM re-runs Inf on at most 2c tokens per step).
+//
+// Decode on raw rows (step_rows, src/psm/psm_transformer_step.cpp): the same math for ONE
+// sequence, row by row, with the keys and values of every layer kept in a caller-owned cache, so
+// a causal network can be extended by a few rows without recomputing the earlier ones (the
+// T-PSM's Inf step), and a bidirectional one can be run on its S rows without an ATen dispatch
+// per op (the T-PSM's Agg during decode). Only for autograd off and contiguous CPU float/double
+// parameters of one dtype (rows_ok); forward stays the reference.
+// Not supported: dropout.
 #pragma once
 
 #include <torch/torch.h>
@@ -33,6 +40,22 @@ class PsmTransformerImpl : public torch::nn::Module {
 
   /// x (N,S,d) -> (N,S,d). S must be in [1, max_positions].
   torch::Tensor forward(const torch::Tensor& x);
+
+  /// True when step_rows may run for `dtype`: every parameter is a contiguous CPU tensor of that
+  /// dtype (float or double). The caller checks autograd is off.
+  bool rows_ok(c10::ScalarType dtype) const;
+  /// Elements of one sequence's key/value cache: layers x max_positions x 2d, per layer and
+  /// position the row [k | v] (heads side by side, as forward's qkv split).
+  int64_t rows_cache_numel() const { return options_.layers * options_.max_positions * 2 * options_.d; }
+  /// One sequence on raw rows: x (n,d) are the rows at positions [p, p+n); `cache`
+  /// (rows_cache_numel()) already holds the keys/values of positions [0, p) and receives those
+  /// of [p, p+n). Writes y (n - y_from, d) = forward's output rows [y_from, n) of these n rows:
+  /// causal: forward([earlier rows | x]) at positions p+y_from..p+n-1; bidirectional (p must be
+  /// 0): forward(x) rows y_from..n-1. Rows below y_from still get every layer's keys/values, but
+  /// the last layer stops there for them (its attention, MLP and final LayerNorm are skipped).
+  /// p + n <= max_positions, 0 <= y_from <= n; y may be null when y_from == n.
+  template <typename T>
+  void step_rows(const T* x, int64_t n, int64_t p, T* cache, T* y, int64_t y_from);
 
   const PsmTransformerOptions& options() const { return options_; }
 

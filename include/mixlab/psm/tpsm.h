@@ -28,16 +28,27 @@
 // every prefix from the definition (block by block, MSB -> LSB), one Inf per chunk.
 //
 // Streaming (Alg. 4, step): the engine's BinaryCounterScan over completed chunks (roots + the
-// cached MSB->LSB folds, popcount(t) each after t chunks) plus the chunk buffer (B,c,d).
-// Each token re-runs Inf on [s | buf[0:j+1]] (c+j+1 <= 2c tokens) and keeps the last row — equal
-// to the training forward because Inf is causal. Per-token cost O(B L_inf (c d^2 + c^2 d)), plus
-// on each completed chunk the counter's carry: amortised 2 Agg calls per chunk, worst case
-// ceil(log2 t) + 1 at one step. State memory: 2 popcount(t) + 1 tensors of (B,c,d), i.e.
-// O(B c d log(T/c)); TpsmState::bytes() reports it exactly.
+// cached MSB->LSB folds, popcount(t) each after t chunks) plus the chunk buffer (B,c,d). The
+// output of token j of a chunk is row c+j of Inf([s | buf[0:j+1]]), s = the counter's prefix —
+// equal to the training forward because Inf is causal. On each completed chunk the counter
+// carries: amortised 2 Agg calls per chunk, worst case ceil(log2 t) + 1 at one step.
+// Two evaluations of that row:
+//   * fast (autograd off, contiguous CPU float/double, one dtype: decode): Inf keeps a key/value
+//     cache of [s | buf] per layer (PsmTransformer::step_rows on raw rows). s comes first and
+//     Inf is causal, so the keys/values of s's c rows depend on s alone: they are computed once
+//     per chunk (at the first step after the prefix changed), and each token then runs one
+//     transformer row at position c+j against the c+j cached ones. Per token:
+//     O(B L_inf (d^2 + (c + j) d)), plus per chunk the c prefix rows, O(B L_inf c d^2) (amortised
+//     O(B L_inf d^2) per token), plus the counter's Agg calls, also on raw rows, O(B L_agg c d^2)
+//     each (amortised 2 / c of them per token). Cache memory: B L_inf 2c 2d elements.
+//   * reference (otherwise, e.g. autograd on): re-runs the ATen Inf on [s | buf[0:j+1]] (c+j+1
+//     <= 2c tokens), O(B L_inf (c d^2 + c^2 d)) per token, no cache. It leaves the fast path's
+//     cache marked stale, so the two can alternate on one state.
+// State memory: 2 popcount(t) + 1 tensors of (B,c,d), i.e. O(B c d log(T/c)), plus the fast
+// path's cache once allocated; TpsmState::bytes() reports both exactly.
 //
-// Not supported: dropout, a KV cache inside Inf (re-run instead, see above), agg_d != inf_d (the
-// state Agg produces is Inf's input: rejected). T < c is allowed (one zero-padded chunk,
-// predicted from e).
+// Not supported: dropout, agg_d != inf_d (the state Agg produces is Inf's input: rejected).
+// T < c is allowed (one zero-padded chunk, predicted from e).
 #pragma once
 
 #include <torch/torch.h>
@@ -88,7 +99,8 @@ class TpsmState : public MixerState {
       BinaryCounterScan<torch::Tensor, std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>>;
 
   int64_t position() const override { return position_; }
-  /// Roots + cached folds + the chunk buffer, in bytes.
+  /// Roots + cached folds + the chunk buffer, plus Inf's key/value cache (B, L_inf 2c 2d) once a
+  /// fast step has allocated it, in bytes.
   int64_t bytes() const override;
   /// Completed chunks t.
   int64_t chunks() const { return counter_->count(); }
@@ -97,8 +109,13 @@ class TpsmState : public MixerState {
   /// Agg calls made by the counter since init (or restore).
   int64_t agg_calls() const { return counter_->agg_calls(); }
   int64_t batch() const override { return batch_; }
-  /// Position, buffer fill, the buffer, and the counter: chunks t, then each root's level, root
-  /// and cached fold (the counter's slot levels are checked against t on load).
+  /// Positions of [s | buf] whose Inf keys/values the fast path's cache holds (0 = none: the
+  /// next fast step rebuilds them from s and buf).
+  int64_t cached_rows() const { return kv_len_; }
+  /// Saved: position, buffer fill, the buffer, and the counter: chunks t, then each root's
+  /// level, root and cached fold (the counter's slot levels are checked against t on load).
+  /// Derived, not saved: Inf's key/value cache, a function of the prefix s and the buffer; a
+  /// loaded or forked state starts without it and its first fast step rebuilds it.
   void io(StateArchive& ar) override;
 
  private:
@@ -108,6 +125,13 @@ class TpsmState : public MixerState {
   int64_t fill_ = 0;   // tokens in the buffer, < c
   torch::Tensor buf_;  // (B,c,d), rows [0, fill_) valid
   std::unique_ptr<Counter> counter_;
+  // Derived (fast path only): per sequence Inf's keys/values of positions [0, kv_len_) of
+  // [s | buf] (PsmTransformer::step_rows' layout), (B, L_inf 2c 2d); undefined until the first
+  // fast step. kv_len_ is c + fill_ after a fast step, 0 after a chunk completes (s changed), a
+  // reference step (which does not maintain it) or a load. Like the counter's roots (made by the
+  // Agg weights of their time), it assumes Inf's weights do not change while the state is used.
+  torch::Tensor kv_;
+  int64_t kv_len_ = 0;
 };
 
 class TpsmMixer : public Mixer {
@@ -150,6 +174,15 @@ class TpsmMixer : public Mixer {
   torch::Tensor encode(const torch::Tensor& x);  // (..., C) -> (..., d)
   torch::Tensor decode(const torch::Tensor& y);  // (..., d) -> (..., C)
   std::unique_ptr<TpsmState::Counter> make_counter(int64_t batch);
+  // The fast decode path (src/psm/tpsm_step_rows.cpp): see "Streaming" above.
+  bool rows_ready(const TpsmState& s, const torch::Tensor& x_t) const;
+  torch::Tensor step_rows(TpsmState& s, const torch::Tensor& x_t);
+  template <typename T>
+  void step_rows_typed(TpsmState& s, const torch::Tensor& x_t, torch::Tensor& out);
+  // The counter's Agg: raw rows when autograd is off and the dtypes allow, else agg().
+  torch::Tensor agg_decode(const torch::Tensor& left, const torch::Tensor& right);
+  template <typename T>
+  void agg_rows_typed(const torch::Tensor& left, const torch::Tensor& right, torch::Tensor& out);
 
   TpsmOptions options_;
   int64_t C_ = 0, d_ = 0;
