@@ -46,6 +46,17 @@ void check_dtype(torch::ScalarType dtype, double rtol, double atol) {
     auto sm = x * 40;
     mixlab::row::softmax<T>(sm.data_ptr<T>(), n);
     EXPECT_TRUE(torch::allclose(sm, at::softmax(x * 40, 0), rtol, atol));
+    // combine: weighted rows, forwards and newest first (negative stride); 0 rows gives zeros,
+    // row counts that leave remainders of its 4-row unrolling.
+    for (int64_t rows : {0, 1, 3, 9, 33}) {
+      auto A = torch::randn({rows, n}, opt), wr = torch::randn({rows}, opt);
+      auto c = torch::full({n}, 7.0, opt);
+      mixlab::row::combine<T>(wr.data_ptr<T>(), A.data_ptr<T>(), n, c.data_ptr<T>(), rows, n);
+      EXPECT_TRUE(torch::allclose(c, at::mv(A.t(), wr), rtol, atol)) << "rows " << rows;
+      if (rows == 0) continue;
+      mixlab::row::combine<T>(wr.data_ptr<T>(), A.data_ptr<T>() + (rows - 1) * n, -n, c.data_ptr<T>(), rows, n);
+      EXPECT_TRUE(torch::allclose(c, at::mv(A.flip({0}).t(), wr), rtol, atol)) << "rows " << rows;
+    }
   }
 }
 
