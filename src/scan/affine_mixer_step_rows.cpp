@@ -57,11 +57,12 @@ void rms_norm(T* x, int64_t n) {  // x * rsqrt(mean x^2 + 1e-6), as affine_mixer
 bool AffineMixer::rows_ready(const torch::Tensor& x_t, const torch::Tensor& s) {
   if (torch::GradMode::is_enabled()) return false;
   if (!row::raw_rows_ok(s, {}, 4) || s.scalar_type() != x_t.scalar_type()) return false;
-  std::vector<const torch::Tensor*> params;
-  for (const auto& p : parameters()) params.push_back(&p);
-  for (const auto& b : buffers()) params.push_back(&b);
-  for (const auto* p : params)
-    if (!row::raw_rows_ok(x_t, {p})) return false;
+  // parameters() and buffers() return vectors by value: check each element while its vector is
+  // alive (pointers kept past the loop dangled: a segfault in ModelDecode.FastStepEqualsReferenceStep).
+  for (const auto& p : parameters())
+    if (!row::raw_rows_ok(x_t, {&p})) return false;
+  for (const auto& b : buffers())
+    if (!row::raw_rows_ok(x_t, {&b})) return false;
   return true;
 }
 
