@@ -26,6 +26,7 @@ AttentionMixer::AttentionMixer(const MixerDims& dims, int64_t window) : dims_(di
   qkv_ =
       register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dims.d_model, 3 * dims.d_model).bias(false)));
   out_ = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(dims.d_model, dims.d_model).bias(false)));
+  rope_inv_freq_ = rope_inv_freq(head_dim_);
 }
 
 std::string AttentionMixer::spec() const { return window_ > 0 ? "local:" + std::to_string(window_) : "attention"; }
@@ -91,7 +92,11 @@ torch::Tensor AttentionMixer::step(MixerState& state_base, const torch::Tensor& 
   auto* state = dynamic_cast<KvCacheState*>(&state_base);
   MIXLAB_CHECK(state != nullptr, "{} step: state was not created by this mixer's init_state", spec());
   const int64_t B = x_t.size(0), H = dims_.n_heads, D = head_dim_;
-  check_shape("attention step", "x_t", x_t, {-1, dims_.d_model}, "(B,C)");
+  check_shape("attention step", "x_t", x_t, {state->batch(), dims_.d_model}, "(B,C)");
+  if (!torch::GradMode::is_enabled()) {
+    auto x = x_t.contiguous();  // a slice x[:, t] of a (B,T,C) batch is not: one copy, then raw rows
+    if (rows_ready(*state, x)) return step_rows(*state, x);
+  }
   const int64_t pos = state->position();
   auto qkv = qkv_->forward(x_t).view({B, 1, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,B,H,1,D)
   auto q = rope_apply(qkv[0], pos), k = rope_apply(qkv[1], pos), v = qkv[2];

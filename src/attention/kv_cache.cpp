@@ -26,23 +26,24 @@ int64_t KvCacheState::cached_positions() const { return window_ > 0 ? std::min(p
 torch::Tensor KvCacheState::keys() const { return k_.narrow(2, 0, cached_positions()); }
 torch::Tensor KvCacheState::values() const { return v_.narrow(2, 0, cached_positions()); }
 
+int64_t KvCacheState::reserve_slot() {
+  if (window_ > 0) return pos_ % window_;  // ring buffer: overwrite the oldest
+  if (pos_ == k_.size(2)) {                // grow by doubling: amortised O(1) copies per token
+    torch::NoGradGuard no_grad;
+    k_ = torch::cat({k_, torch::zeros_like(k_)}, 2);
+    v_ = torch::cat({v_, torch::zeros_like(v_)}, 2);
+  }
+  return pos_;
+}
+
 void KvCacheState::push(const torch::Tensor& k_t, const torch::Tensor& v_t) {
   check_shape("KvCacheState::push", "k_t", k_t, {k_.size(0), k_.size(1), k_.size(3)}, "(B,H,D)");
   check_shape("KvCacheState::push", "v_t", v_t, {v_.size(0), v_.size(1), v_.size(3)}, "(B,H,D)");
-  int64_t slot;
-  if (window_ > 0) {
-    slot = pos_ % window_;  // ring buffer: overwrite the oldest
-  } else {
-    if (pos_ == k_.size(2)) {  // grow by doubling: amortised O(1) copies per token
-      k_ = torch::cat({k_, torch::zeros_like(k_)}, 2);
-      v_ = torch::cat({v_, torch::zeros_like(v_)}, 2);
-    }
-    slot = pos_;
-  }
+  const int64_t slot = reserve_slot();
   torch::NoGradGuard no_grad;
   k_.select(2, slot).copy_(k_t);
   v_.select(2, slot).copy_(v_t);
-  ++pos_;
+  advance();
 }
 
 }  // namespace mixlab

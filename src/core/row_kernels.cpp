@@ -36,13 +36,128 @@ MIXLAB_ROW_CLONES void layer_norm_impl(const T* x, T* y, const T* w, const T* b,
 
 template <typename T>
 MIXLAB_ROW_CLONES void linear_impl(const T* W, const T* bias, const T* x, T* y, int64_t out, int64_t in) {
-  for (int64_t r = 0; r < out; ++r) {
+  // Four output rows at a time, over column tiles of one AVX2 register: x is loaded once for the
+  // four, and each row's sum is reduced across lanes once, not per loop. A per-row reduction loop
+  // cost twice as much (measured: 0.94 against 0.45 us for 192x64; 3.1 against 1.3 us for the
+  // 1024x16 of attention scores over a cache).
+  constexpr int64_t L = 32 / sizeof(T);
+  const int64_t in_tiles = in - in % L;
+  int64_t r = 0;
+  for (; r + 4 <= out; r += 4) {
+    const T* w0 = W + r * in;
+    const T *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
+    T v0[L] = {}, v1[L] = {}, v2[L] = {}, v3[L] = {};
+    for (int64_t c = 0; c < in_tiles; c += L) {
+#pragma omp simd
+      for (int64_t i = 0; i < L; ++i) {
+        v0[i] += w0[c + i] * x[c + i];
+        v1[i] += w1[c + i] * x[c + i];
+        v2[i] += w2[c + i] * x[c + i];
+        v3[i] += w3[c + i] * x[c + i];
+      }
+    }
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int64_t i = 0; i < L; ++i) {
+      s0 += v0[i];
+      s1 += v1[i];
+      s2 += v2[i];
+      s3 += v3[i];
+    }
+    for (int64_t c = in_tiles; c < in; ++c) {
+      s0 += w0[c] * x[c];
+      s1 += w1[c] * x[c];
+      s2 += w2[c] * x[c];
+      s3 += w3[c] * x[c];
+    }
+    y[r] = bias ? s0 + bias[r] : s0;
+    y[r + 1] = bias ? s1 + bias[r + 1] : s1;
+    y[r + 2] = bias ? s2 + bias[r + 2] : s2;
+    y[r + 3] = bias ? s3 + bias[r + 3] : s3;
+  }
+  for (; r < out; ++r) {
     const T* wr = W + r * in;
     T s = 0;
 #pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < in; ++c) s += wr[c] * x[c];
     y[r] = bias ? s + bias[r] : s;
   }
+}
+
+// exp(x) for x in [lo, 0] (softmax's logits minus their maximum) as plain arithmetic that
+// vectorises: x = n ln2 + r, |r| <= ln2/2, exp(r) by its Taylor series to 1 ulp (degree 7 in
+// float, 13 in double), 2^n put into the exponent bits. glibc's exp is a call per element (no
+// vector variant without -ffast-math): 5 us of a 1k-key softmax, against 0.4 us here. lo keeps
+// 2^n a normal number; exp(lo) ~ 1e-38 (float) / 1e-308 (double) stands for anything smaller.
+template <typename T>
+struct ExpSeries;
+template <>
+struct ExpSeries<float> {
+  using Bits = int32_t;
+  static constexpr float lo = -87.0f, log2e = 1.44269504088896341f, ln2_hi = 0.693145751953125f,
+                         ln2_lo = 1.428606765330187045e-06f;
+  static constexpr float round = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  static constexpr int mantissa = 23, bias = 127, degree = 7;
+  static constexpr float c[degree + 1] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+};
+template <>
+struct ExpSeries<double> {
+  using Bits = int64_t;
+  static constexpr double lo = -708.0, log2e = 1.4426950408889634074, ln2_hi = 6.93147180369123816490e-01,
+                          ln2_lo = 1.90821492927058770002e-10;
+  static constexpr double round = 6755399441055744.0;  // 1.5 * 2^52
+  static constexpr int mantissa = 52, bias = 1023, degree = 13;
+  static constexpr double c[degree + 1] = {1.0 / 6227020800.0,
+                                           1.0 / 479001600.0,
+                                           1.0 / 39916800.0,
+                                           1.0 / 3628800.0,
+                                           1.0 / 362880.0,
+                                           1.0 / 40320.0,
+                                           1.0 / 5040.0,
+                                           1.0 / 720.0,
+                                           1.0 / 120.0,
+                                           1.0 / 24.0,
+                                           1.0 / 6.0,
+                                           0.5,
+                                           1.0,
+                                           1.0};
+};
+
+template <typename T>
+inline T exp_nonpositive(T x) {
+  using E = ExpSeries<T>;
+  using Bits = typename E::Bits;
+  const T shifted = x * E::log2e + E::round;  // n in the low mantissa bits
+  const T n = shifted - E::round;
+  const Bits n_bits = __builtin_bit_cast(Bits, shifted) - __builtin_bit_cast(Bits, T(E::round));
+  const T r = (x - n * E::ln2_hi) - n * E::ln2_lo;
+  T p = E::c[0];
+#pragma GCC unroll 16
+  for (int k = 1; k <= E::degree; ++k) p = p * r + E::c[k];
+  return p * __builtin_bit_cast(T, static_cast<Bits>((n_bits + E::bias) << E::mantissa));
+}
+
+template <typename T>
+MIXLAB_ROW_CLONES void softmax_impl(T* x, int64_t n) {
+  T m = x[0];
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+  // Clamped in a loop of its own: with the clamp inside the exp loop GCC branched on it and left
+  // the loop scalar. NaN stays NaN (d < lo is false), so a NaN logit still poisons the row.
+  const T lo = ExpSeries<T>::lo;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T d = x[i] - m;
+    x[i] = d < lo ? lo : d;
+  }
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = exp_nonpositive(x[i]);
+    s += x[i];
+  }
+  const T inv = T(1) / s;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
 template <typename T>
@@ -57,6 +172,48 @@ template <typename T>
 MIXLAB_ROW_CLONES void axpy_impl(T a, const T* x, T* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+template <typename T>
+MIXLAB_ROW_CLONES void combine_impl(const T* w, const T* A, int64_t stride, T* y, int64_t rows, int64_t n) {
+  // Column tiles of two AVX2 registers with four row accumulators each: the sums stay in
+  // registers across the (long) row loop, and four independent FMA chains hide their latency.
+  // A plain "y += w[r] * row" loop stored y back every row: latency-bound at 1k rows.
+  constexpr int64_t L = 64 / sizeof(T);
+  int64_t c = 0;
+  for (; c + L <= n; c += L) {
+    T a0[L] = {}, a1[L] = {}, a2[L] = {}, a3[L] = {};
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      const T* x0 = A + r * stride + c;
+      const T *x1 = x0 + stride, *x2 = x1 + stride, *x3 = x2 + stride;
+      const T w0 = w[r], w1 = w[r + 1], w2 = w[r + 2], w3 = w[r + 3];
+#pragma omp simd
+      for (int64_t i = 0; i < L; ++i) {
+        a0[i] += w0 * x0[i];
+        a1[i] += w1 * x1[i];
+        a2[i] += w2 * x2[i];
+        a3[i] += w3 * x3[i];
+      }
+    }
+    for (; r < rows; ++r) {
+      const T* x0 = A + r * stride + c;
+      const T w0 = w[r];
+#pragma omp simd
+      for (int64_t i = 0; i < L; ++i) a0[i] += w0 * x0[i];
+    }
+#pragma omp simd
+    for (int64_t i = 0; i < L; ++i) y[c + i] = (a0[i] + a1[i]) + (a2[i] + a3[i]);
+  }
+  if (c == n) return;
+  // The last n - c < L columns: accumulate in y.
+  std::fill(y + c, y + n, T(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x0 = A + r * stride;
+    const T w0 = w[r];
+#pragma omp simd
+    for (int64_t i = c; i < n; ++i) y[i] += w0 * x0[i];
+  }
 }
 
 }  // namespace
@@ -103,11 +260,12 @@ T dot(const T* a, const T* b, int64_t n) {
 
 template <typename T>
 void softmax(T* x, int64_t n) {
-  const T m = *std::max_element(x, x + n);
-  T s = 0;
-  for (int64_t i = 0; i < n; ++i) s += (x[i] = std::exp(x[i] - m));
-  const T inv = T(1) / s;
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  softmax_impl<T>(x, n);
+}
+
+template <typename T>
+void combine(const T* w, const T* A, int64_t stride, T* y, int64_t rows, int64_t n) {
+  combine_impl<T>(w, A, stride, y, rows, n);
 }
 
 #define MIXLAB_ROW_INSTANTIATE(T)                                                 \
@@ -117,7 +275,8 @@ void softmax(T* x, int64_t n) {
   template void add<T>(const T*, T*, int64_t);                                    \
   template void axpy<T>(T, const T*, T*, int64_t);                                \
   template T dot<T>(const T*, const T*, int64_t);                                 \
-  template void softmax<T>(T*, int64_t);
+  template void softmax<T>(T*, int64_t);                                          \
+  template void combine<T>(const T*, const T*, int64_t, T*, int64_t, int64_t);
 MIXLAB_ROW_INSTANTIATE(float)
 MIXLAB_ROW_INSTANTIATE(double)
 #undef MIXLAB_ROW_INSTANTIATE

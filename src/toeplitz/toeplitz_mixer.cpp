@@ -132,6 +132,20 @@ std::unique_ptr<MixerState> ToeplitzMixer::init_state(int64_t batch) {
   return state;
 }
 
+void ToeplitzMixer::grow_cache(ToeplitzState& state, const torch::TensorOptions& options) const {
+  // Grow by doubling so appends are amortised O(B C).
+  const int64_t pos = state.position_;
+  auto& cache = state.cache_;
+  if (cache.defined() && cache.size(2) > pos && cache.dtype() == options.dtype()) return;
+  const int64_t capacity = std::min(max_len_, std::max<int64_t>(16, 2 * (pos + 1)));
+  auto grown = torch::zeros({state.batch_, heads_, capacity, head_dim_}, options.requires_grad(false));
+  if (pos > 0) {
+    torch::NoGradGuard no_grad;
+    grown.narrow(2, 0, pos).copy_(cache.narrow(2, 0, pos));
+  }
+  cache = grown;
+}
+
 torch::Tensor ToeplitzMixer::step(MixerState& state_base, const torch::Tensor& x_t) {
   const char* fn = "ToeplitzMixer::step";
   auto* state = dynamic_cast<ToeplitzState*>(&state_base);
@@ -142,15 +156,14 @@ torch::Tensor ToeplitzMixer::step(MixerState& state_base, const torch::Tensor& x
   const int64_t B = state->batch_, pos = state->position_;
   MIXLAB_CHECK(pos < max_len_, "{}: position {} reached the layer's max_len Tmax = {}", fn, pos, max_len_);
 
-  auto u = in_proj_->forward(x_t).view({B, heads_, head_dim_});  // (B,H,D)
-  // Append to the cache; grow by doubling so appends are amortised O(B C).
-  auto& cache = state->cache_;
-  if (!cache.defined() || cache.size(2) <= pos || cache.scalar_type() != u.scalar_type()) {
-    const int64_t capacity = std::min(max_len_, std::max<int64_t>(16, 2 * (pos + 1)));
-    auto grown = torch::zeros({B, heads_, capacity, head_dim_}, u.options().requires_grad(false));
-    if (pos > 0) grown.narrow(2, 0, pos).copy_(cache.narrow(2, 0, pos));
-    cache = grown;
+  if (!torch::GradMode::is_enabled()) {
+    auto x = x_t.contiguous();  // a slice x[:, t] of a (B,T,C) batch is not: one copy, then raw rows
+    if (rows_ready(*state, x)) return step_rows(*state, x);
   }
+
+  auto u = in_proj_->forward(x_t).view({B, heads_, head_dim_});  // (B,H,D)
+  grow_cache(*state, u.options());
+  auto& cache = state->cache_;
   {
     torch::NoGradGuard no_grad;  // the cache holds values; gradients of decode are not supported
     cache.select(2, pos).copy_(u);

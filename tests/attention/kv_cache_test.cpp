@@ -26,3 +26,25 @@ TEST(KvCache, WindowKeepsTheLastW) {
   EXPECT_TRUE(torch::equal(held, torch::tensor({6.f, 7.f, 8.f, 9.f})));
   EXPECT_THROW(s.push(torch::zeros({1, 2, 1}), torch::zeros({1, 1, 1})), mixlab::Error);
 }
+
+// The raw-row step's access: reserve_slot grows a full cache before its slot and rings a window,
+// without advancing; advance moves on.
+TEST(KvCache, ReserveSlotGrowsAFullCacheAndRingsAWindow) {
+  mixlab::KvCacheState full(1, 2, 3, 0, torch::TensorOptions().dtype(torch::kDouble));
+  for (int64_t t = 0; t < 40; ++t) {
+    const int64_t slot = full.reserve_slot();
+    EXPECT_EQ(slot, t);
+    EXPECT_GT(full.k_buffer().size(2), slot);
+    EXPECT_EQ(full.v_buffer().sizes(), full.k_buffer().sizes());
+    EXPECT_EQ(full.position(), t);
+    full.advance();
+  }
+  EXPECT_EQ(full.k_buffer().size(2), 64);
+  mixlab::KvCacheState ring(1, 1, 2, 3, torch::TensorOptions().dtype(torch::kFloat));
+  for (int64_t t = 0; t < 7; ++t) {
+    EXPECT_EQ(ring.reserve_slot(), t % 3);
+    ring.advance();
+  }
+  EXPECT_EQ(ring.k_buffer().size(2), 3);
+  EXPECT_EQ(ring.cached_positions(), 3);
+}

@@ -31,3 +31,25 @@ TEST(Rope, RejectsOddHeadDimAndBadRank) {
   EXPECT_THROW(mixlab::rope_apply(torch::randn({4, 6})), mixlab::Error);
   EXPECT_THROW(mixlab::rope_apply(torch::randn({1, 1, 4, 6}), -1), mixlab::Error);
 }
+
+// The decode steps' raw-row RoPE rotates like rope_apply at the same position.
+TEST(Rope, RowsEqualRopeApplyAtOnePosition) {
+  torch::manual_seed(1);
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    const double tol = dtype == torch::kFloat ? 1e-6 : 1e-13;
+    for (int64_t D : {2, 6, 16}) {
+      const auto inv = mixlab::rope_inv_freq(D);
+      for (int64_t pos : {0, 1, 37, 1023, 70000}) {
+        auto x = torch::randn({2, 3, 1, D}, dtype);  // (B,H,1,D): 6 rows of D
+        auto expected = mixlab::rope_apply(x, pos);
+        auto got = x.clone();
+        if (dtype == torch::kFloat)
+          mixlab::rope_rows<float>(got.data_ptr<float>(), 6, D, pos, inv);
+        else
+          mixlab::rope_rows<double>(got.data_ptr<double>(), 6, D, pos, inv);
+        EXPECT_TRUE(mixlab::testing::all_close(got, expected, tol, tol)) << "D " << D << " pos " << pos;
+      }
+    }
+  }
+  EXPECT_THROW(mixlab::rope_inv_freq(5), mixlab::Error);
+}

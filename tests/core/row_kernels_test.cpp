@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <limits>
+
 namespace {
 
 template <typename T>
@@ -46,6 +48,33 @@ void check_dtype(torch::ScalarType dtype, double rtol, double atol) {
     auto sm = x * 40;
     mixlab::row::softmax<T>(sm.data_ptr<T>(), n);
     EXPECT_TRUE(torch::allclose(sm, at::softmax(x * 40, 0), rtol, atol));
+    // Its exp series over the whole range: gaps down to -1000 (past the clamp), relative accuracy
+    // where the probabilities are not tiny.
+    auto wide = torch::rand({n}, opt) * -1000;
+    auto expected = at::softmax(wide, 0);
+    mixlab::row::softmax<T>(wide.data_ptr<T>(), n);
+    EXPECT_TRUE(torch::allclose(wide, expected, rtol, atol));
+    auto gaps = -torch::arange(n, opt) * (60.0 / n);  // exp(0) .. exp(-60): relative error
+    expected = at::softmax(gaps, 0);
+    mixlab::row::softmax<T>(gaps.data_ptr<T>(), n);
+    EXPECT_TRUE(torch::allclose(gaps, expected, rtol, 0)) << (gaps / expected - 1).abs().max().item<double>();
+    if (n > 1) {  // a NaN logit poisons the row, as in at::softmax
+      auto poisoned = x.clone();
+      poisoned[n / 2] = std::numeric_limits<T>::quiet_NaN();
+      mixlab::row::softmax<T>(poisoned.data_ptr<T>(), n);
+      EXPECT_TRUE(poisoned.isnan().all().item<bool>());
+    }
+    // combine: weighted rows, forwards and newest first (negative stride); 0 rows gives zeros,
+    // row counts that leave remainders of its 4-row unrolling.
+    for (int64_t rows : {0, 1, 3, 9, 33}) {
+      auto A = torch::randn({rows, n}, opt), wr = torch::randn({rows}, opt);
+      auto c = torch::full({n}, 7.0, opt);
+      mixlab::row::combine<T>(wr.data_ptr<T>(), A.data_ptr<T>(), n, c.data_ptr<T>(), rows, n);
+      EXPECT_TRUE(torch::allclose(c, at::mv(A.t(), wr), rtol, atol)) << "rows " << rows;
+      if (rows == 0) continue;
+      mixlab::row::combine<T>(wr.data_ptr<T>(), A.data_ptr<T>() + (rows - 1) * n, -n, c.data_ptr<T>(), rows, n);
+      EXPECT_TRUE(torch::allclose(c, at::mv(A.flip({0}).t(), wr), rtol, atol)) << "rows " << rows;
+    }
   }
 }
 

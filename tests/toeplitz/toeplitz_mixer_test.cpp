@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mixlab/core/error.h"
+#include "support/aten_ops.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 
@@ -132,6 +133,83 @@ TEST(ToeplitzMixer, StepEqualsForwardRowByRow) {
       EXPECT_LE(state->bytes(), std::max<int64_t>(2 * held, 16 * B * C * sizeof(double)));
       EXPECT_GE(state->bytes(), last_bytes);
       last_bytes = state->bytes();
+    }
+  }
+}
+
+// Without autograd step runs on raw rows (toeplitz_step_rows.cpp); with autograd on, the ATen
+// step. Both give the same outputs and cache contents token by token, in float and double, on
+// odd sizes (C = 12, H = 3: D = 4), with K = 1, 3, 4 and a weight change mid-stream.
+TEST(ToeplitzMixer, RawRowStepEqualsAtenStepTokenByToken) {
+  const std::vector<std::string> reference_ops = {"aten::linear", "aten::einsum"};
+  const int64_t B = 3, C = 12, H = 3, Tmax = 40, T = 37;  // the cache grows 16 -> 32 -> 40 (Tmax)
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    const double tol = dtype == torch::kFloat ? 1e-5 : 1e-12;
+    for (int64_t K : {1, 3, 4}) {
+      SCOPED_TRACE(fmt::format("K={} {}", K, c10::toString(dtype)));
+      torch::manual_seed(30 + K);
+      ToeplitzMixer m(fmt::format("heads={}:kernel={}", H, K), dims(C, H, Tmax));
+      m.to(dtype);
+      {
+        torch::NoGradGuard g;
+        m.pos_bias().normal_();
+      }
+      auto x = torch::randn({B, T, C}, dtype);
+      auto fast_base = m.init_state(B), aten_base = m.init_state(B);
+      auto& fast = dynamic_cast<mixlab::ToeplitzState&>(*fast_base);
+      auto& aten = dynamic_cast<mixlab::ToeplitzState&>(*aten_base);
+      for (int64_t t = 0; t < T; ++t) {
+        if (t == 20) {  // an optimiser step mid-stream: both paths read the new weights
+          torch::NoGradGuard g;
+          for (auto& p : m.parameters()) p.add_(0.05 * torch::randn_like(p));
+        }
+        const auto x_t = x.select(1, t);  // a slice, not contiguous: the raw path copies it
+        at::Tensor y_fast, y_aten;
+        const int64_t fast_ops = mixlab::testing::count_aten_ops(reference_ops, [&] {
+          torch::NoGradGuard g;
+          y_fast = m.step(fast, x_t);
+        });
+        const int64_t aten_ops =
+            mixlab::testing::count_aten_ops(reference_ops, [&] { y_aten = m.step(aten, x_t).detach(); });
+        ASSERT_EQ(fast_ops, 0) << "t " << t << ": the step without autograd did not run on raw rows";
+        ASSERT_GT(aten_ops, 0) << "t " << t;
+        ASSERT_TRUE(all_close(y_fast, y_aten, tol, tol)) << "t " << t;
+        ASSERT_EQ(fast.position(), t + 1);
+        ASSERT_EQ(fast.cache().sizes(), aten.cache().sizes()) << "t " << t;
+        ASSERT_TRUE(all_close(fast.cache().narrow(2, 0, t + 1), aten.cache().narrow(2, 0, t + 1), tol, tol))
+            << "cache, t " << t;
+      }
+    }
+  }
+}
+
+// Decode's no-autograd modes (NoGradGuard, InferenceMode) take the raw rows and equal forward.
+TEST(ToeplitzMixer, RawRowStepEqualsForwardRowByRow) {
+  const int64_t B = 2, C = 12, H = 3, Tmax = 40, T = 40;  // up to Tmax
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    const double tol = dtype == torch::kFloat ? 1e-5 : 1e-12;
+    for (int64_t K : {1, 3}) {
+      for (bool inference : {false, true}) {
+        SCOPED_TRACE(fmt::format("K={} {} {}", K, c10::toString(dtype), inference ? "InferenceMode" : "NoGradGuard"));
+        torch::manual_seed(40 + K);
+        ToeplitzMixer m(fmt::format("heads={}:kernel={}", H, K), dims(C, H, Tmax));
+        m.to(dtype);
+        torch::NoGradGuard g;
+        m.pos_bias().normal_();
+        auto x = torch::randn({B, T, C}, dtype);
+        auto y = m.forward(x);
+        auto state = m.init_state(B);
+        for (int64_t t = 0; t < T; ++t) {
+          at::Tensor yt;
+          const int64_t ops = mixlab::testing::count_aten_ops({"aten::linear", "aten::einsum"}, [&] {
+            c10::optional<c10::InferenceMode> mode;
+            if (inference) mode.emplace();
+            yt = m.step(*state, x.select(1, t));
+          });
+          ASSERT_EQ(ops, 0) << "t " << t;
+          ASSERT_TRUE(all_close(yt, y.select(1, t), tol, tol)) << "row " << t;
+        }
+      }
     }
   }
 }

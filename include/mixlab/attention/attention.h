@@ -10,8 +10,13 @@
 // kAttentionTile rows so no T×T tensor exists (peak memory O(kAttentionTile·T)).
 // local:W: row i attends positions i−W..i (W past + itself); O(W) per token, cache W positions;
 // forward costs O(T·W·D) time and memory (windows gathered with unfold), never O(T²).
+// Decode: without autograd, on CPU float/double inputs and weights, step runs on raw rows
+// (src/attention/attention_step_rows.cpp: one matrix-vector product for q, k, v, the scores and
+// the weighted values read from the cache in place, the output product); otherwise the ATen step.
 // Not supported: dropout, ALiBi, grouped-query heads.
 #pragma once
+
+#include <vector>
 
 #include "mixlab/attention/kv_cache.h"
 #include "mixlab/mixer/mixer.h"
@@ -36,11 +41,20 @@ class AttentionMixer : public Mixer {
  private:
   torch::Tensor attend_full(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
   torch::Tensor attend_window(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
+  /// Whether step may run on raw rows: no autograd, and x_t, the weights and the cache buffers
+  /// contiguous CPU tensors of one float or double dtype.
+  bool rows_ready(const KvCacheState& state, const torch::Tensor& x_t) const;
+  /// The decode step on raw rows (src/attention/attention_step_rows.cpp): the ATen step's
+  /// formulas, the cache read and written in place.
+  torch::Tensor step_rows(KvCacheState& state, const torch::Tensor& x_t);
+  template <typename T>
+  void step_rows_typed(KvCacheState& state, const torch::Tensor& x_t, torch::Tensor& out);
 
   MixerDims dims_;
   int64_t window_;
   int64_t head_dim_;
   torch::nn::Linear qkv_{nullptr}, out_{nullptr};
+  std::vector<double> rope_inv_freq_;  // RoPE rates of the raw-row step (core/rope.h)
 };
 
 }  // namespace mixlab

@@ -29,6 +29,17 @@ class KvCacheState : public MixerState {
   /// Appends k_t, v_t (B,H,D) for the current position and advances position().
   void push(const torch::Tensor& k_t, const torch::Tensor& v_t);
 
+  // The raw-row step's access (AttentionMixer::step_rows): it writes the current position's rows
+  // into the buffers itself, then advances. push() is reserve_slot(), a copy and advance().
+  /// The buffer slot of position position(): position() for a full cache, grown (doubling)
+  /// first when full; position() % W in a window's ring. Does not advance.
+  int64_t reserve_slot();
+  /// Advances position() by one, after the slot reserve_slot() gave has been written.
+  void advance() { ++pos_; }
+  /// The whole k, v buffers (B,H,capacity,D): slot j of a head is row j of its (capacity,D) block.
+  const torch::Tensor& k_buffer() const { return k_; }
+  const torch::Tensor& v_buffer() const { return v_; }
+
  private:
   torch::Tensor k_, v_;
   int64_t window_;

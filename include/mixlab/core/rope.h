@@ -2,14 +2,26 @@
 //
 // rope_apply(x (B,H,T,D), start) rotates channel pairs (d, d + D/2) of position start+t by
 // angle (start+t) * base^(-2d/D). D must be even. Differentiable (plain torch ops).
+// rope_rows is the same rotation for one position on raw rows (decode steps without ATen ops).
 // Not supported: scaled/NTK variants.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace mixlab {
 
 /// x (B,H,T,D) → same shape, positions start..start+T-1. Throws mixlab::Error if D is odd.
 torch::Tensor rope_apply(const torch::Tensor& x, int64_t start = 0, double base = 10000.0);
+
+/// base^(-2d/D) for d < D/2: rope_apply's rotation rates, computed as it computes them (double).
+std::vector<double> rope_inv_freq(int64_t D, double base = 10000.0);
+
+/// rope_apply at one position on raw rows: rotates `rows` rows of D channels at x, in place, as
+/// position pos; inv_freq = rope_inv_freq(D, base). Angles in double, cos and sin rounded to T,
+/// then the rotation in T, as rope_apply. T is float or double.
+template <typename T>
+void rope_rows(T* x, int64_t rows, int64_t D, int64_t pos, const std::vector<double>& inv_freq);
 
 }  // namespace mixlab

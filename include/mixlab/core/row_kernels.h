@@ -1,5 +1,5 @@
 // mixlab/core/row_kernels.h — decode-time arithmetic on raw rows (LayerNorm, Linear, GELU,
-// softmax, dot, axpy), and the test of whether a decode step may take them (raw_rows_ok).
+// softmax, dot, axpy, combine), and the test of whether a decode step may take them (raw_rows_ok).
 //
 // A decode step of the d = 64 compare model is ~0.1 MFLOP, yet its backbone (two pre-LN blocks,
 // final LN and head) took 17 ATen calls per token: dispatch, not arithmetic. These loops do the
@@ -48,8 +48,16 @@ void axpy(T a, const T* x, T* y, int64_t n);
 template <typename T>
 T dot(const T* a, const T* b, int64_t n);
 
-/// x = softmax(x) in place (max subtracted first, as at::softmax); n >= 1.
+/// x = softmax(x) in place (max subtracted first, as at::softmax); n >= 1. exp is a vectorised
+/// series accurate to ~1 ulp; gaps below -87 (float) / -708 (double) give ~1e-38 / 1e-308, not 0;
+/// a NaN logit makes the row NaN.
 template <typename T>
 void softmax(T* x, int64_t n);
+
+/// y = sum_{r < rows} w[r] * A[r*stride .. r*stride + n), overwriting y (zeros when rows = 0): a
+/// weighted sum of rows, e.g. attention's p V over cached values, or a Toeplitz row against
+/// cached inputs read newest first (a negative stride). y must not alias A.
+template <typename T>
+void combine(const T* w, const T* A, int64_t stride, T* y, int64_t rows, int64_t n);
 
 }  // namespace mixlab::row

@@ -22,6 +22,9 @@
 // kToeplitzFftCrossoverT). Decode: step() keeps every past projected input u (B,H,t,D) and costs
 // O(K C t) per token at position t (the last row of each T_{h,m}); state memory O(B C t), reported
 // by ToeplitzState::bytes() (the cache grows by doubling, so bytes() <= 2x the positions held).
+// Without autograd, on CPU float/double inputs and parameters, step runs on raw rows
+// (src/toeplitz/toeplitz_step_rows.cpp: the projections as matrix-vector products, each lag row
+// against the cache read in place, newest first); otherwise the ATen step.
 //
 // Not supported: T > Tmax, C not divisible by H, heads without projections (the seed's
 // "non-headed" TMM); the channel shift never crosses head boundaries.
@@ -56,6 +59,8 @@ class ToeplitzState : public MixerState {
   int64_t cached_positions() const override { return position_; }
   int64_t batch() const override { return batch_; }
   void io(StateArchive& ar) override;
+  /// The cache (B,H,capacity,D), rows [0, position()) valid; undefined before the first step.
+  const torch::Tensor& cache() const { return cache_; }
 
  private:
   friend class ToeplitzMixer;
@@ -94,6 +99,17 @@ class ToeplitzMixer : public Mixer {
  private:
   /// z (B,H,T,D) from the per-kernel-element outputs zk (B,H,K,T,D): channel shifts and sum.
   torch::Tensor kernel_combine(const torch::Tensor& zk) const;
+  /// Makes the cache hold position state.position_ (capacity doubling, at most Tmax), with the
+  /// dtype of `options`; a cache of another dtype is replaced.
+  void grow_cache(ToeplitzState& state, const torch::TensorOptions& options) const;
+  /// Whether step may run on raw rows: no autograd, and x_t, the parameters and the cache
+  /// (grown first) contiguous CPU tensors of one float or double dtype.
+  bool rows_ready(ToeplitzState& state, const torch::Tensor& x_t);
+  /// The decode step on raw rows (src/toeplitz/toeplitz_step_rows.cpp): the ATen step's formulas,
+  /// the cache written and read in place.
+  torch::Tensor step_rows(ToeplitzState& state, const torch::Tensor& x_t);
+  template <typename T>
+  void step_rows_typed(ToeplitzState& state, const torch::Tensor& x_t, torch::Tensor& out);
 
   int64_t d_model_ = 0, heads_ = 0, kernel_ = 1, head_dim_ = 0, max_len_ = 0;
   ToeplitzPath path_ = ToeplitzPath::kAuto;
