@@ -179,14 +179,16 @@ void ResolventState::append(const Tensor& x, const Tensor& y, const std::vector<
 
 std::vector<int64_t> ResolventState::take_slots(int64_t T) {
   std::vector<int64_t> slots(static_cast<size_t>(T));
-  for (int64_t r = 0; r < T; ++r) {
-    const int64_t s = take_slot();
-    slot_of_[position_] = s;
-    slots[r] = s;
-    ++position_;
-    evict_after(position_);
-  }
+  for (int64_t r = 0; r < T; ++r) slots[r] = append_slot();
   return slots;
+}
+
+int64_t ResolventState::append_slot() {
+  const int64_t s = take_slot();
+  slot_of_[position_] = s;
+  ++position_;
+  evict_after(position_);
+  return s;
 }
 
 void ResolventState::advance(int64_t T) {

@@ -117,6 +117,12 @@ class ResolventState : public MixerState {
   /// Advances T positions of a state that stores nothing (W_A = 1, non-recurrent, no extras):
   /// its rows read no past value, only the position moves (chunked prefill of such a pattern).
   void advance(int64_t T);
+  /// Decode on raw rows (ResolventMixer's step): advances one position as append would for one
+  /// row (the slot is taken first, then what no future row reads is evicted) and returns the slot
+  /// of the new position. The caller writes that position's rows of x_slots(), y_slots() and
+  /// extra_slots(k) (per (b,h): element ((b·H + h)·Cap + slot)·E) before any other call on the
+  /// state; slot tensors may have been reallocated, so their pointers are read after this call.
+  int64_t append_slot();
 
   /// Grows the slot tensors to hold at least `slots` positions now (decode of a known length
   /// then never pays a doubling copy mid-stream). Never shrinks.
