@@ -91,6 +91,13 @@ class BrlMixer : public MemoryMixer {
   torch::Tensor gamma() const;
   /// σ_attn applied to scores (...,keys) along the last dim.
   torch::Tensor attn_weights(const torch::Tensor& scores) const;
+  /// Whether step computes F_prop, the sum with F_gen and the block buffer's write on raw rows
+  /// (the per-token part; F_gen is the local mixer's own step, F_comp and the evolution stay ATen
+  /// ops once per block): no autograd, x_t (B,C) (strided is fine: a contiguous copy is taken)
+  /// and the state's block inputs and F_prop keys/values CPU tensors of the layer's float or
+  /// double dtype, the latter contiguous. Otherwise step takes the ATen ops, its tested
+  /// reference. Call it after the block boundary of the step (the keys/values are set there).
+  bool decodes_on_rows(const torch::Tensor& x_t, const BrlState& state) const;
 
   // The parts, on any leading dims "...": shared by forward and step (the dense reference in
   // brl_reference.h recomputes them independently).
