@@ -93,7 +93,7 @@ void ResolventMixer::step_rows_typed(ResolventState& state, const torch::Tensor&
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
 
   // P(t), nearest first, and where the state holds each position (the ATen step's order).
-  const auto row = state.pattern().row(t);
+  const auto row = state.next_row();  // P(t)
   const int64_t c = static_cast<int64_t>(row.size());
   thread_local std::vector<int64_t> slots;
   slots.resize(row.size());
