@@ -3,12 +3,9 @@
 // the compressed tokens at each block boundary from the block it has just buffered.
 #include "mixlab/brl/brl_mixer.h"
 
-#include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/row_kernels.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
@@ -43,57 +40,6 @@ torch::Tensor merge_heads(const torch::Tensor& t) {
   sizes.pop_back();
   sizes.back() = HD;
   return u.reshape(sizes);
-}
-
-// F_prop for one token on raw rows, then y = y_gen + F_prop: propagate() for x (B,1,C) without a
-// dispatched op per piece (a decode step is ~M·C multiply-adds here, and was a dozen ATen calls).
-// Same formulas in the same order as propagate() and attn_weights(): q = W_q x; per head the
-// scores q·k_m / √D through σ_attn, λ_h Σ_m s_m v_m; LayerNorm, relu. k, v (B,H,M,D) contiguous.
-template <typename T>
-void propagate_rows(const torch::Tensor& x_t, const torch::Tensor& w_q, const torch::Tensor& k, const torch::Tensor& v,
-                    const torch::Tensor& lambda, const torch::nn::LayerNorm& norm, BrlAttn attn,
-                    const torch::Tensor& y_gen, torch::Tensor& y) {
-  const int64_t B = x_t.size(0), C = x_t.size(1), H = k.size(1), M = k.size(2), D = k.size(3);
-  const T root_d = static_cast<T>(std::sqrt(static_cast<double>(D)));
-  thread_local std::vector<T> buf;
-  buf.resize(static_cast<size_t>(2 * C + M));
-  T* q = buf.data();  // (C)
-  T* o = q + C;       // (C) the heads' outputs, merged
-  T* s = o + C;       // (M) one head's weights
-  const T* lam = lambda.data_ptr<T>();
-  const T* ln_w = norm->weight.defined() ? norm->weight.data_ptr<T>() : nullptr;
-  const T* ln_b = norm->bias.defined() ? norm->bias.data_ptr<T>() : nullptr;
-  for (int64_t r = 0; r < B; ++r) {
-    row::linear<T>(w_q.data_ptr<T>(), nullptr, x_t.data_ptr<T>() + r * C, q, C, C);
-    for (int64_t h = 0; h < H; ++h) {
-      const T* kh = k.data_ptr<T>() + (r * H + h) * M * D;
-      const T* vh = v.data_ptr<T>() + (r * H + h) * M * D;
-      for (int64_t m = 0; m < M; ++m) s[m] = row::dot<T>(q + h * D, kh + m * D, D) / root_d;
-      const T n = static_cast<T>(M);
-      switch (attn) {
-        case BrlAttn::kSoftmax:
-          row::softmax<T>(s, M);
-          break;
-        case BrlAttn::kLaplace: {
-          const double mu = std::sqrt(0.5), sigma = std::sqrt(1.0 / (4.0 * M_PI));
-          const T den = static_cast<T>(sigma * std::sqrt(2.0));
-          for (int64_t m = 0; m < M; ++m) s[m] = T(0.5) * (T(1) + std::erf((s[m] - static_cast<T>(mu)) / den)) / n;
-          break;
-        }
-        case BrlAttn::kRelu2:
-          for (int64_t m = 0; m < M; ++m) s[m] = s[m] > T(0) ? s[m] * s[m] / n : T(0);
-          break;
-      }
-      T* oh = o + h * D;
-      std::fill(oh, oh + D, T(0));
-      for (int64_t m = 0; m < M; ++m) row::axpy<T>(s[m], vh + m * D, oh, D);
-      for (int64_t d = 0; d < D; ++d) oh[d] *= lam[h];
-    }
-    T* yr = y.data_ptr<T>() + r * C;
-    row::layer_norm<T>(o, yr, ln_w, ln_b, C, norm->options.eps());
-    const T* g = y_gen.data_ptr<T>() + r * C;
-    for (int64_t i = 0; i < C; ++i) yr[i] = g[i] + std::max(yr[i], T(0));
-  }
 }
 
 }  // namespace
@@ -257,27 +203,23 @@ MemoryOutput BrlMixer::step_memory(MixerState& state_base, const torch::Tensor& 
   if (slot == 0) {
     // Block boundary: the buffer holds the whole previous block (the history), if any.
     check_shape("brl step", "memory", memory, {x_t.size(0), opt_.slots, dims_.d_model}, "(B,M,C)");
-    auto ct_bar = state->pos == 0 ? memory : compress(memory, state->block_inputs);
-    out.memory_delta = evolve(memory, ct_bar);
-    std::tie(state->prop_k, state->prop_v) = prop_keys_values(out.memory_delta);
-    // Contiguous (B,H,M,D), once per block: the raw-row F_prop below reads them per head.
-    state->prop_k = state->prop_k.contiguous();
-    state->prop_v = state->prop_v.contiguous();
+    if (boundary_on_rows(memory, *state)) {
+      // F_comp, the evolution and F_prop's keys/values on raw rows (brl_step_rows.cpp).
+      out.memory_delta = boundary_rows(memory.contiguous(), *state);
+    } else {
+      auto ct_bar = state->pos == 0 ? memory : compress(memory, state->block_inputs);
+      out.memory_delta = evolve(memory, ct_bar);
+      std::tie(state->prop_k, state->prop_v) = prop_keys_values(out.memory_delta);
+      // Contiguous (B,H,M,D), as the raw rows write them: the per-token F_prop reads them per head.
+      state->prop_k = state->prop_k.contiguous();
+      state->prop_v = state->prop_v.contiguous();
+    }
   }
   auto y_gen = local_->step(*state->local, x_t);
   // Without autograd, F_prop, the sum and the block buffer's write run on raw rows (decode is
   // dispatch-bound); otherwise the ATen ops below, the reference they are tested against.
   if (decodes_on_rows(x_t, *state) && y_gen.scalar_type() == x_t.scalar_type() && y_gen.sizes() == x_t.sizes()) {
-    const auto x = x_t.contiguous();
-    const auto g = y_gen.contiguous();
-    out.y = at::empty_like(x);
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "brl step", [&] {
-      propagate_rows<scalar_t>(x, prop_q_->weight, state->prop_k, state->prop_v, lambda_, prop_norm_, opt_.attn, g,
-                               out.y);
-      const int64_t B = x.size(0), C = dims_.d_model;
-      for (int64_t r = 0; r < B; ++r)
-        std::copy_n(x.data_ptr<scalar_t>() + r * C, C, state->block_inputs.data_ptr<scalar_t>() + (r * N + slot) * C);
-    });
+    out.y = token_rows(x_t.contiguous(), y_gen.contiguous(), *state, slot);
     ++state->pos;
     return out;
   }
@@ -289,20 +231,6 @@ MemoryOutput BrlMixer::step_memory(MixerState& state_base, const torch::Tensor& 
   ++state->pos;
   out.y = y_gen + y_reg;
   return out;
-}
-
-bool BrlMixer::decodes_on_rows(const torch::Tensor& x_t, const BrlState& state) const {
-  if (torch::GradMode::is_enabled()) return false;
-  if (x_t.dim() != 2 || !x_t.device().is_cpu() || x_t.scalar_type() != prop_q_->weight.scalar_type()) return false;
-  // raw_rows_ok wants a contiguous row: x_t may be a strided time slice (a contiguous copy is taken).
-  if (!row::raw_rows_ok(prop_q_->weight, {&lambda_, &prop_norm_->weight, &prop_norm_->bias}, 2)) return false;
-  const int64_t B = x_t.size(0);
-  const std::vector<int64_t> kv = {B, dims_.n_heads, opt_.slots, head_dim_}, inputs = {B, opt_.block, dims_.d_model};
-  auto fits = [&](const torch::Tensor& t, const std::vector<int64_t>& shape) {
-    return t.defined() && row::raw_rows_ok(t, {}, t.dim()) && t.scalar_type() == x_t.scalar_type() &&
-           t.sizes() == shape;
-  };
-  return fits(state.prop_k, kv) && fits(state.prop_v, kv) && fits(state.block_inputs, inputs);
 }
 
 MixerPtr brl_mixer_create(const std::string& spec, const std::string& args, const MixerDims& dims) {

@@ -192,9 +192,10 @@ TEST(BrlMixer, StepEqualsForwardRowByRow) {
   }
 }
 
-// Without autograd step computes F_prop, the sum and the block buffer on raw rows; with autograd
-// on, the ATen ops. Token by token (across block boundaries) the outputs, memory deltas and
-// states agree, for every σ and diff on and off, in float and double, on odd sizes (C 12, H 3).
+// Without autograd step computes F_prop, the sum and the block buffer, and at block boundaries
+// F_comp, the evolution and F_prop's keys/values, on raw rows; with autograd on, the ATen ops. Token by token (across
+// block boundaries) the outputs, memory deltas and states agree, for every σ and diff on and off, in float and double,
+// on odd sizes (C 12, H 3).
 TEST(BrlMixer, RawRowStepEqualsAtenStep) {
   for (const char* args : {"w=3:m=2:block=4", "w=5:m=3:block=3:attn=relu2:diff=0", "w=2:m=5:block=7:attn=laplace"}) {
     for (auto dtype : {torch::kFloat, torch::kDouble}) {
@@ -213,11 +214,13 @@ TEST(BrlMixer, RawRowStepEqualsAtenStep) {
         MemoryOutput of;
         {
           torch::NoGradGuard no_grad;
+          if (t % N == 0) ASSERT_TRUE(mixer->boundary_on_rows(mem.select(1, t / N), sf)) << "t=" << t;
           of = mixer->step_memory(sf, x.select(1, t), mem.select(1, t / N));
           // (Asked after the step: the keys/values it reads are set at the block boundary.)
           ASSERT_TRUE(mixer->decodes_on_rows(x.select(1, t), sf)) << "the raw-row path was not taken, t=" << t;
         }
         ASSERT_FALSE(mixer->decodes_on_rows(x.select(1, t), sf)) << "autograd on: the ATen path";
+        ASSERT_FALSE(mixer->boundary_on_rows(mem.select(1, t / N), sf)) << "autograd on: the ATen path";
         auto oa = mixer->step_memory(sa, x.select(1, t), mem.select(1, t / N));
         ASSERT_TRUE(all_close(of.y, oa.y.detach(), tol, tol))
             << "t=" << t << " max diff " << (of.y - oa.y).abs().max().item<double>();
