@@ -203,11 +203,26 @@ MemoryOutput BrlMixer::step_memory(MixerState& state_base, const torch::Tensor& 
   if (slot == 0) {
     // Block boundary: the buffer holds the whole previous block (the history), if any.
     check_shape("brl step", "memory", memory, {x_t.size(0), opt_.slots, dims_.d_model}, "(B,M,C)");
-    auto ct_bar = state->pos == 0 ? memory : compress(memory, state->block_inputs);
-    out.memory_delta = evolve(memory, ct_bar);
-    std::tie(state->prop_k, state->prop_v) = prop_keys_values(out.memory_delta);
+    if (boundary_on_rows(memory, *state)) {
+      // F_comp, the evolution and F_prop's keys/values on raw rows (brl_step_rows.cpp).
+      out.memory_delta = boundary_rows(memory.contiguous(), *state);
+    } else {
+      auto ct_bar = state->pos == 0 ? memory : compress(memory, state->block_inputs);
+      out.memory_delta = evolve(memory, ct_bar);
+      std::tie(state->prop_k, state->prop_v) = prop_keys_values(out.memory_delta);
+      // Contiguous (B,H,M,D), as the raw rows write them: the per-token F_prop reads them per head.
+      state->prop_k = state->prop_k.contiguous();
+      state->prop_v = state->prop_v.contiguous();
+    }
   }
   auto y_gen = local_->step(*state->local, x_t);
+  // Without autograd, F_prop, the sum and the block buffer's write run on raw rows (decode is
+  // dispatch-bound); otherwise the ATen ops below, the reference they are tested against.
+  if (decodes_on_rows(x_t, *state) && y_gen.scalar_type() == x_t.scalar_type() && y_gen.sizes() == x_t.sizes()) {
+    out.y = token_rows(x_t.contiguous(), y_gen.contiguous(), *state, slot);
+    ++state->pos;
+    return out;
+  }
   auto y_reg = propagate(x_t.unsqueeze(1), state->prop_k, state->prop_v).squeeze(1);
   {
     torch::NoGradGuard no_grad;

@@ -98,7 +98,16 @@ void layer_norm_rows(const torch::Tensor& x, torch::Tensor& y, const torch::nn::
 
 torch::Tensor Block::step_fast(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
                                torch::Tensor& memory_out) {
-  if (memory_mixer_) return step(state, x_t, memory_in, memory_out);
+  // The mixer's own step. A memory mixer reads the stream entering the block and, at a segment
+  // boundary, reports the delta that renews this block's outgoing memory: that update stays in
+  // ATen (once per segment); the per-token LayerNorms, MLP and residuals take the raw rows below
+  // as for any mixer.
+  auto mix = [&](const torch::Tensor& normed) {
+    if (!memory_mixer_) return mixer_->step(state, normed);
+    auto out = memory_mixer_->step_memory(state, normed, memory_in);
+    if (out.memory_delta.defined()) memory_out = memory_update(memory_in, out.memory_delta);
+    return out.y;
+  };
   const int64_t C = x_t.size(-1);
   if (row::raw_rows_ok(x_t, {&ln1_->weight, &ln1_->bias, &ln2_->weight, &ln2_->bias, &fc_->weight, &fc_->bias,
                              &proj_->weight, &proj_->bias})) {
@@ -107,13 +116,13 @@ torch::Tensor Block::step_fast(MixerState& state, const torch::Tensor& x_t, cons
     auto out = at::empty_like(x_t);
     AT_DISPATCH_FLOATING_TYPES(x_t.scalar_type(), "Block::step_fast", [&] {
       layer_norm_rows<scalar_t>(x_t, normed, ln1_);
-      auto mixed = mixer_->step(state, normed).contiguous();
+      auto mixed = mix(normed).contiguous();
       block_tail_rows<scalar_t>(x_t, mixed, out, ln2_, fc_, proj_);
     });
     return out;
   }
   const auto& o1 = ln1_->options;
-  auto h = at::add(x_t, mixer_->step(state, at::layer_norm(x_t, {C}, ln1_->weight, ln1_->bias, o1.eps())));
+  auto h = at::add(x_t, mix(at::layer_norm(x_t, {C}, ln1_->weight, ln1_->bias, o1.eps())));
   const auto& o2 = ln2_->options;
   auto u = at::addmm(fc_->bias, at::layer_norm(h, {C}, ln2_->weight, ln2_->bias, o2.eps()), fc_->weight.t());
   at::gelu_(u);

@@ -177,7 +177,7 @@ Tensor pattern_scores_step(const ResolventState& state, const Tensor& q_t, const
   MIXLAB_CHECK(q_t.scalar_type() == state.dtype() && k_t.scalar_type() == state.dtype(),
                "{}: q_t and k_t must have the state's dtype {}, got {} and {}", fn, c10::toString(state.dtype()),
                c10::toString(q_t.scalar_type()), c10::toString(k_t.scalar_type()));
-  const auto row = state.pattern().row(t);
+  const auto row = state.next_row();  // P(t)
   const int64_t c = static_cast<int64_t>(row.size()), off = with_diagonal ? 1 : 0;
   std::vector<int64_t> slots(row.size());
   for (size_t s = 0; s < row.size(); ++s) {

@@ -42,6 +42,12 @@ ResolventMixer::ResolventMixer(const std::string& pattern_spec, const MixerDims&
     delta_proj_->weight.zero_();
     delta_proj_->bias.zero_();
   }
+  if (options.rope) {
+    // The raw-row step's RoPE frequencies, through rope_apply's own expression (the same rounding).
+    auto inv = torch::pow(options.rope_base, -torch::arange(0, head_dim_ / 2, torch::dtype(torch::kDouble)) * 2.0 /
+                                                 static_cast<double>(head_dim_));
+    rope_inv_.assign(inv.data_ptr<double>(), inv.data_ptr<double>() + inv.numel());
+  }
 }
 
 void ResolventMixer::check_input(const char* fn, const Tensor& x) const {
@@ -124,13 +130,18 @@ Tensor ResolventMixer::prefill(MixerState& state_in, const Tensor& x) {
   return forward_chunk(x, *state);
 }
 
-std::unique_ptr<MixerState> ResolventMixer::init_state(int64_t batch) {
+ResolventStateLayout ResolventMixer::state_layout() const {
   ResolventStateLayout layout;
   layout.store_x = !shared();
   layout.store_y = pattern_.recurrent();
   if (!shared()) layout.extra_dims.push_back(head_dim_);
   if (pattern_.recurrent()) layout.extra_dims.push_back(head_dim_);
-  return std::make_unique<ResolventState>(pattern_, batch, heads_, head_dim_, in_proj_->weight.scalar_type(), layout);
+  return layout;
+}
+
+std::unique_ptr<MixerState> ResolventMixer::init_state(int64_t batch) {
+  return std::make_unique<ResolventState>(pattern_, batch, heads_, head_dim_, in_proj_->weight.scalar_type(),
+                                          state_layout());
 }
 
 Tensor ResolventMixer::step(MixerState& state_in, const Tensor& x_t) {
@@ -138,6 +149,9 @@ Tensor ResolventMixer::step(MixerState& state_in, const Tensor& x_t) {
   auto* state = dynamic_cast<ResolventState*>(&state_in);
   MIXLAB_CHECK(state != nullptr, "{}: state must come from this mixer's init_state", fn);
   check_shape(fn, "x_t", x_t, {state->batch(), dims_.d_model}, "(B,C)");
+  // Decode is dispatch-bound (a few thousand multiply-adds per head and token): without autograd
+  // it runs on raw rows. The ATen ops below stay the reference it is tested against.
+  if (decodes_on_rows(x_t, *state)) return step_rows(*state, x_t.contiguous());
   torch::NoGradGuard no_grad;
   const int64_t B = x_t.size(0), t = state->position();
   auto proj = in_proj_->forward(x_t).view({B, n_proj_, heads_, head_dim_}).permute({1, 0, 2, 3});  // (n,B,H,D)

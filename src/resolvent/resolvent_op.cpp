@@ -396,7 +396,7 @@ Tensor resolvent_step(ResolventState& state, const Tensor& alpha_t, const Tensor
   const char* fn = "resolvent_step";
   const int64_t B = state.batch(), H = state.heads(), D = state.head_dim(), t = state.position();
   const auto& pattern = state.pattern();
-  const auto row = pattern.row(t);
+  const auto row = state.next_row();  // P(t)
   const int64_t c = static_cast<int64_t>(row.size());
   check_shape(fn, "x_t", x_t, {B, H, D}, "(B,H,D)");
   check_cpu(fn, "x_t", x_t);

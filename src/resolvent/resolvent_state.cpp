@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <istream>
 #include <ostream>
 
@@ -82,6 +83,10 @@ std::vector<int64_t> ResolventState::held_positions() const {
   return out;
 }
 
+std::vector<int64_t> ResolventState::next_row() const {
+  return next_row_at_ == position_ ? next_row_ : pattern_.row(position_);
+}
+
 int64_t ResolventState::slot_of(int64_t position) const {
   auto it = slot_of_.find(position);
   return it == slot_of_.end() ? -1 : it->second;
@@ -132,11 +137,15 @@ void ResolventState::evict_after(int64_t next_row) {
     drop(next_row - last_ - 1);
   } else if (horizon_ == Horizon::kPattern) {
     // Cache-efficiency (S_i ⊆ S_{i-1} ∪ {i-1}): every later row reads a subset of
-    // P(next_row) ∪ {next_row, ...}, so anything outside P(next_row) is dead.
-    const auto keep = pattern_.row(next_row);
+    // P(next_row) ∪ {next_row, ...}, so anything outside P(next_row) is dead. The row is kept
+    // for next_row() (the decode step of next_row reads it); it is descending: binary search
+    // (O(√n) positions for square+cache, so no quadratic scan).
+    next_row_ = pattern_.row(next_row);
+    next_row_at_ = next_row;
+    const auto& keep = next_row_;
     std::vector<int64_t> dead;
     for (const auto& kv : slot_of_)
-      if (std::find(keep.begin(), keep.end(), kv.first) == keep.end()) dead.push_back(kv.first);
+      if (!std::binary_search(keep.begin(), keep.end(), kv.first, std::greater<int64_t>())) dead.push_back(kv.first);
     for (auto p : dead) drop(p);
   }
 }
@@ -179,14 +188,16 @@ void ResolventState::append(const Tensor& x, const Tensor& y, const std::vector<
 
 std::vector<int64_t> ResolventState::take_slots(int64_t T) {
   std::vector<int64_t> slots(static_cast<size_t>(T));
-  for (int64_t r = 0; r < T; ++r) {
-    const int64_t s = take_slot();
-    slot_of_[position_] = s;
-    slots[r] = s;
-    ++position_;
-    evict_after(position_);
-  }
+  for (int64_t r = 0; r < T; ++r) slots[r] = append_slot();
   return slots;
+}
+
+int64_t ResolventState::append_slot() {
+  const int64_t s = take_slot();
+  slot_of_[position_] = s;
+  ++position_;
+  evict_after(position_);
+  return s;
 }
 
 void ResolventState::advance(int64_t T) {

@@ -192,6 +192,49 @@ TEST(BrlMixer, StepEqualsForwardRowByRow) {
   }
 }
 
+// Without autograd step computes F_prop, the sum and the block buffer, and at block boundaries
+// F_comp, the evolution and F_prop's keys/values, on raw rows; with autograd on, the ATen ops. Token by token (across
+// block boundaries) the outputs, memory deltas and states agree, for every σ and diff on and off, in float and double,
+// on odd sizes (C 12, H 3).
+TEST(BrlMixer, RawRowStepEqualsAtenStep) {
+  for (const char* args : {"w=3:m=2:block=4", "w=5:m=3:block=3:attn=relu2:diff=0", "w=2:m=5:block=7:attn=laplace"}) {
+    for (auto dtype : {torch::kFloat, torch::kDouble}) {
+      SCOPED_TRACE(std::string(args) + (dtype == torch::kFloat ? " float" : " double"));
+      torch::manual_seed(8);
+      auto mixer = make(args, dims(12, 3));
+      mixer->to(dtype);
+      const double tol = dtype == torch::kFloat ? 1e-5 : 1e-12;
+      const int64_t B = 3, T = 23, N = mixer->block();
+      auto x = torch::randn({B, T, 12}, dtype);
+      auto mem = torch::randn({B, mixer->blocks_for(T), mixer->options().slots, 12}, dtype);
+      auto fast = mixer->init_state(B), aten = mixer->init_state(B);
+      auto& sf = dynamic_cast<BrlState&>(*fast);
+      auto& sa = dynamic_cast<BrlState&>(*aten);
+      for (int64_t t = 0; t < T; ++t) {
+        MemoryOutput of;
+        {
+          torch::NoGradGuard no_grad;
+          if (t % N == 0) ASSERT_TRUE(mixer->boundary_on_rows(mem.select(1, t / N), sf)) << "t=" << t;
+          of = mixer->step_memory(sf, x.select(1, t), mem.select(1, t / N));
+          // (Asked after the step: the keys/values it reads are set at the block boundary.)
+          ASSERT_TRUE(mixer->decodes_on_rows(x.select(1, t), sf)) << "the raw-row path was not taken, t=" << t;
+        }
+        ASSERT_FALSE(mixer->decodes_on_rows(x.select(1, t), sf)) << "autograd on: the ATen path";
+        ASSERT_FALSE(mixer->boundary_on_rows(mem.select(1, t / N), sf)) << "autograd on: the ATen path";
+        auto oa = mixer->step_memory(sa, x.select(1, t), mem.select(1, t / N));
+        ASSERT_TRUE(all_close(of.y, oa.y.detach(), tol, tol))
+            << "t=" << t << " max diff " << (of.y - oa.y).abs().max().item<double>();
+        ASSERT_EQ(of.memory_delta.defined(), oa.memory_delta.defined());
+        if (of.memory_delta.defined()) ASSERT_TRUE(all_close(of.memory_delta, oa.memory_delta.detach(), tol, tol));
+        ASSERT_TRUE(all_close(sf.block_inputs, sa.block_inputs.detach(), tol, tol)) << "t=" << t;
+        ASSERT_TRUE(all_close(sf.prop_k, sa.prop_k.detach(), tol, tol)) << "t=" << t;
+        ASSERT_TRUE(all_close(sf.prop_v, sa.prop_v.detach(), tol, tol)) << "t=" << t;
+        ASSERT_EQ(sf.position(), t + 1);
+      }
+    }
+  }
+}
+
 // The decode cache is the window + one block of inputs + the m compressed keys/values: the same
 // bytes after 3 blocks and after 40, and exactly that sum.
 TEST(BrlMixer, DecodeCacheIsConstantInContextLength) {

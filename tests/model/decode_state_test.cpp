@@ -103,3 +103,35 @@ TEST(ModelDecode, FastStepEqualsReferenceStep) {
         torch::allclose(m->step_reference(f, tokens.select(1, 0)), m->step(fast, tokens.select(1, 0)), 1e-4, 1e-5));
   }
 }
+
+// Memory mixers take the raw-row backbone too (Block::step_fast): a model of brl blocks, and one
+// that mixes a brl block with a resolvent block, over several segment boundaries, in float and
+// double, against the reference step with autograd on (every mixer's ATen step as well).
+TEST(ModelDecode, FastStepEqualsReferenceStepWithMemoryStream) {
+  const std::vector<std::vector<std::string>> stacks = {
+      {"brl:w=3:m=2:block=4", "brl:w=3:m=2:block=4"},
+      {"brl:w=2:m=3:block=5:attn=laplace:diff=0", "resolvent:pow2+cache"}};
+  for (const auto& stack : stacks) {
+    for (auto dtype : {torch::kFloat, torch::kDouble}) {
+      SCOPED_TRACE(stack[0] + " | " + stack[1] + (dtype == torch::kFloat ? " float" : " double"));
+      torch::manual_seed(10);
+      size_t next = 0;
+      auto factory = [&](const mixlab::MixerDims& d) { return mixlab::mixer_create(stack[next++], d); };
+      auto m = std::make_shared<mixlab::DecoderModel>(tiny_dims(), factory);
+      m->to(dtype);
+      m->eval();
+      ASSERT_NE(m->blocks()[0]->memory_mixer(), nullptr);
+      const double rtol = dtype == torch::kFloat ? 1e-4 : 1e-10, atol = dtype == torch::kFloat ? 1e-5 : 1e-12;
+      auto tokens = torch::randint(0, tiny_dims().vocab, {2, 17}, torch::kLong);
+      auto fast = m->init_state(2);
+      auto ref = m->init_state(2);
+      for (int64_t t = 0; t < tokens.size(1); ++t) {
+        auto a = m->step(fast, tokens.select(1, t));
+        auto b = m->step_reference(ref, tokens.select(1, t)).detach();
+        ASSERT_EQ(a.scalar_type(), dtype);
+        ASSERT_TRUE(torch::allclose(a, b, rtol, atol))
+            << "t=" << t << " max diff " << (a - b).abs().max().item<double>();
+      }
+    }
+  }
+}

@@ -24,7 +24,9 @@
 // per block and (N,m) per block). Decode: O((W + m)·C) per token plus F_comp once per block
 // boundary (O(m·N·C) per block = amortised O(m·C) per token). Cache: the local window (2·W·C),
 // the current block's inputs (N·C) and the propagation keys/values of the m compressed tokens
-// (2·m·C) per layer: constant in the context length.
+// (2·m·C) per layer: constant in the context length. Without autograd, decode runs on raw rows
+// (src/brl/brl_step_rows.cpp: F_prop per token, F_comp + evolution + keys/values per boundary;
+// F_gen is the local mixer's own step), equal to the ATen ops to float rounding.
 //
 // Not supported: d_ct ≠ d (d_ct = d, as the seed's defaults), relative bias b_rel, the φ_spiky
 // feature map (f^φ is a linear map), the sequential segment recurrence, decode-state save/restore.
@@ -91,6 +93,17 @@ class BrlMixer : public MemoryMixer {
   torch::Tensor gamma() const;
   /// σ_attn applied to scores (...,keys) along the last dim.
   torch::Tensor attn_weights(const torch::Tensor& scores) const;
+  /// Decode on raw rows (src/brl/brl_step_rows.cpp; otherwise step takes the ATen ops, its
+  /// tested reference). Per token: whether step computes F_prop, the sum with F_gen (the local
+  /// mixer's own step) and the block buffer's write on raw rows: no autograd, x_t (B,C) (strided
+  /// is fine: a contiguous copy is taken), the state's block inputs and F_prop keys/values
+  /// contiguous CPU tensors of the layer's float or double dtype. Ask it after the step's block
+  /// boundary (the keys/values are set there).
+  bool decodes_on_rows(const torch::Tensor& x_t, const BrlState& state) const;
+  /// At a block boundary: whether step computes F_comp, the evolution and F_prop's keys/values on
+  /// raw rows: no autograd, memory (B,M,C) of the layer's dtype (strided is fine), the block
+  /// buffer and every parameter they read contiguous CPU tensors of that dtype.
+  bool boundary_on_rows(const torch::Tensor& memory, const BrlState& state) const;
 
   // The parts, on any leading dims "...": shared by forward and step (the dense reference in
   // brl_reference.h recomputes them independently).
@@ -104,6 +117,16 @@ class BrlMixer : public MemoryMixer {
   torch::Tensor propagate(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& v);
 
  private:
+  /// Raw-row boundary: ct' (B,M,C) from memory (contiguous); sets state.prop_k/prop_v.
+  torch::Tensor boundary_rows(const torch::Tensor& memory, BrlState& state);
+  template <typename T>
+  void boundary_rows_typed(const torch::Tensor& memory, BrlState& state, torch::Tensor& delta);
+  /// Raw-row token: y = y_gen + F_prop(x) (x, y_gen contiguous (B,C)); x into the block buffer.
+  torch::Tensor token_rows(const torch::Tensor& x, const torch::Tensor& y_gen, BrlState& state, int64_t slot);
+  template <typename T>
+  void token_rows_typed(const torch::Tensor& x, const torch::Tensor& y_gen, BrlState& state, int64_t slot,
+                        torch::Tensor& y);
+
   MixerDims dims_;
   BrlOptions opt_;
   int64_t head_dim_;

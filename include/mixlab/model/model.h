@@ -68,8 +68,9 @@ class Block : public torch::nn::Module {
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
                      torch::Tensor& memory_out);
   /// step for decode: contiguous float/double CPU rows go through raw-row loops (row_kernels.h:
-  /// LayerNorm, MLP, residuals without a dispatch per op), other inputs through at:: ops. Equal
-  /// to step to float rounding.
+  /// LayerNorm, MLP, residuals without a dispatch per op), other inputs through at:: ops; memory
+  /// mixers too (their stream's update at a segment boundary stays in at:: ops). Equal to step
+  /// to float rounding.
   torch::Tensor step_fast(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
                           torch::Tensor& memory_out);
   Mixer& mixer() { return *mixer_; }

@@ -100,6 +100,10 @@ class ResolventState : public MixerState {
 
   /// Positions held, ascending.
   std::vector<int64_t> held_positions() const;
+  /// P(position()): the past positions the next row reads, nearest first (= pattern().row of it).
+  /// Cache-efficient patterns keep it from the eviction that computed it, so a decode step does
+  /// not rebuild the closed form a second time.
+  std::vector<int64_t> next_row() const;
   /// Slot of a held position, or -1.
   int64_t slot_of(int64_t position) const;
   /// Slot tensors (B,H,Cap,D) / (B,H,Cap,extra_dims[k]); rows of free slots are garbage.
@@ -117,6 +121,12 @@ class ResolventState : public MixerState {
   /// Advances T positions of a state that stores nothing (W_A = 1, non-recurrent, no extras):
   /// its rows read no past value, only the position moves (chunked prefill of such a pattern).
   void advance(int64_t T);
+  /// Decode on raw rows (ResolventMixer's step): advances one position as append would for one
+  /// row (the slot is taken first, then what no future row reads is evicted) and returns the slot
+  /// of the new position. The caller writes that position's rows of x_slots(), y_slots() and
+  /// extra_slots(k) (per (b,h): element ((b·H + h)·Cap + slot)·E) before any other call on the
+  /// state; slot tensors may have been reallocated, so their pointers are read after this call.
+  int64_t append_slot();
 
   /// Grows the slot tensors to hold at least `slots` positions now (decode of a known length
   /// then never pays a doubling copy mid-stream). Never shrinks.
@@ -150,6 +160,8 @@ class ResolventState : public MixerState {
   std::vector<torch::Tensor> extras_;  // (B,H,Cap,E_k)
   std::unordered_map<int64_t, int64_t> slot_of_;
   std::vector<int64_t> free_slots_;
+  std::vector<int64_t> next_row_;  // kPattern: P(next_row_at_), from evict_after
+  int64_t next_row_at_ = -1;
 };
 
 /// One decode row t = state.position(): alpha_t (B,H,1+|P(t)|) (or (B,H,1) for diagonal A),

@@ -30,6 +30,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "mixlab/mixer/mixer.h"
 #include "mixlab/pattern/pattern.h"
@@ -78,6 +79,12 @@ class ResolventMixer : public Mixer {
   torch::Tensor output(const torch::Tensor& y_heads);
   const Pattern& pattern() const { return pattern_; }
   const ResolventOptions& options() const { return options_; }
+  /// Whether step(state, x_t) runs on raw rows (src/resolvent/resolvent_step_rows.cpp) rather
+  /// than ATen ops: no autograd; x_t (B,C) (strided is fine: a contiguous copy is taken), every
+  /// parameter and the state's slot tensors CPU tensors of one float or double dtype, the latter
+  /// contiguous; a state of this mixer's sizes and layout (any other takes the ATen step, whose
+  /// checks name the problem). Tests and benchmarks ask it to know which path they measure.
+  bool decodes_on_rows(const torch::Tensor& x_t, const ResolventState& state) const;
 
  private:
   bool gated() const { return pattern_.recurrent() && options_.gate; }
@@ -86,6 +93,14 @@ class ResolventMixer : public Mixer {
   int key_channel_b() const { return shared() ? 0 : 1; }
   std::vector<torch::Tensor> keys_of(const ResolventCoeffs& c) const;
   void check_input(const char* fn, const torch::Tensor& x) const;
+  /// What this mixer's decode state stores (init_state's layout).
+  ResolventStateLayout state_layout() const;
+  /// The decode step on raw rows (src/resolvent/resolvent_step_rows.cpp): the same formulas as
+  /// the ATen step (projections, RoPE, scores, softmax, resolvent_step, output) without a
+  /// dispatched op per piece; writes the new position into the state's slots in place.
+  torch::Tensor step_rows(ResolventState& state, const torch::Tensor& x_t);
+  template <typename T>
+  void step_rows_typed(ResolventState& state, const torch::Tensor& x_t, torch::Tensor& out);
 
   Pattern pattern_;
   MixerDims dims_;
@@ -93,6 +108,7 @@ class ResolventMixer : public Mixer {
   int64_t heads_, head_dim_;
   int64_t n_proj_ = 0;  // blocks of C in in_proj: [q^A, k^A,] [q^B, k^B,] v [, gate]
   torch::nn::Linear in_proj_{nullptr}, out_proj_{nullptr}, delta_proj_{nullptr};
+  std::vector<double> rope_inv_;  // step_rows: RoPE's inverse frequencies (D/2), as rope_apply's
 };
 
 }  // namespace mixlab
