@@ -35,37 +35,42 @@ std::string AttentionMixer::pattern_spec() const { return window_ > 0 ? "band:" 
 
 torch::Tensor AttentionMixer::attend_full(const torch::Tensor& q, const torch::Tensor& k,
                                           const torch::Tensor& v) const {
-  const int64_t T = q.size(2);
+  const int64_t T = q.size(2), S = k.size(2) - T;  // S past positions before the queries
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   if (T <= kAttentionTile) {
     auto scores = torch::matmul(q, k.transpose(-1, -2)) * scale;
-    auto mask = torch::ones({T, T}, torch::dtype(torch::kBool)).triu(1);
+    auto mask = torch::ones({T, S + T}, torch::dtype(torch::kBool)).triu(S + 1);  // key j > S + row
     return torch::matmul(scores.masked_fill(mask, -INFINITY).softmax(-1), v);
   }
-  // Query tiles: rows [s, e) only see keys [0, e): (tile, e) scores at a time.
+  // Query tiles: rows [s, e) only see keys [0, S + e): (tile, S + e) scores at a time.
   std::vector<torch::Tensor> outs;
   for (int64_t s = 0; s < T; s += kAttentionTile) {
     const int64_t e = std::min(T, s + kAttentionTile);
     auto qs = q.narrow(2, s, e - s);
-    auto ks = k.narrow(2, 0, e), vs = v.narrow(2, 0, e);
+    auto ks = k.narrow(2, 0, S + e), vs = v.narrow(2, 0, S + e);
     auto scores = torch::matmul(qs, ks.transpose(-1, -2)) * scale;
-    auto rows = torch::arange(s, e).unsqueeze(1), cols = torch::arange(0, e).unsqueeze(0);
+    auto rows = torch::arange(S + s, S + e).unsqueeze(1), cols = torch::arange(0, S + e).unsqueeze(0);
     outs.push_back(torch::matmul(scores.masked_fill(cols > rows, -INFINITY).softmax(-1), vs));
   }
   return torch::cat(outs, 2);
 }
 
-torch::Tensor AttentionMixer::attend_window(const torch::Tensor& q, const torch::Tensor& k,
-                                            const torch::Tensor& v) const {
+torch::Tensor AttentionMixer::attend_window(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                            const torch::Tensor& past_k, const torch::Tensor& past_v,
+                                            int64_t start) const {
   const int64_t T = q.size(2), W = window_;
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-  // Pad W zero rows in front, then windows of W+1 rows ending at each position: (B,H,T,D,W+1).
-  auto kw = torch::constant_pad_nd(k, {0, 0, W, 0}).unfold(2, W + 1, 1);
-  auto vw = torch::constant_pad_nd(v, {0, 0, W, 0}).unfold(2, W + 1, 1);
+  // The W positions before the first query in front (zeros in forward), then windows of W+1 rows
+  // ending at each position: (B,H,T,D,W+1).
+  auto front = [&](const torch::Tensor& x, const torch::Tensor& past) {
+    return past.defined() ? torch::cat({past, x}, 2) : torch::constant_pad_nd(x, {0, 0, W, 0});
+  };
+  auto kw = front(k, past_k).unfold(2, W + 1, 1);
+  auto vw = front(v, past_v).unfold(2, W + 1, 1);
   auto scores = torch::einsum("bhtd,bhtdw->bhtw", {q, kw}) * scale;
-  // Slot w of row t is position t − W + w: invalid when negative (the padding).
+  // Slot w of row t is position start + t − W + w: invalid when negative (the padding).
   auto t = torch::arange(T).unsqueeze(1), w = torch::arange(W + 1).unsqueeze(0);
-  auto invalid = (t - W + w) < 0;
+  auto invalid = (start + t - W + w) < 0;
   auto p = scores.masked_fill(invalid, -INFINITY).softmax(-1);
   return torch::einsum("bhtw,bhtdw->bhtd", {p, vw});
 }
@@ -79,6 +84,31 @@ torch::Tensor AttentionMixer::forward(const torch::Tensor& x) {
   auto qkv = qkv_->forward(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,B,H,T,D)
   auto q = rope_apply(qkv[0]), k = rope_apply(qkv[1]), v = qkv[2];
   auto y = window_ > 0 ? attend_window(q, k, v) : attend_full(q, k, v);
+  return out_->forward(y.permute({0, 2, 1, 3}).reshape({B, T, dims_.d_model}));
+}
+
+torch::Tensor AttentionMixer::prefill(MixerState& state_base, const torch::Tensor& x) {
+  auto* state = dynamic_cast<KvCacheState*>(&state_base);
+  MIXLAB_CHECK(state != nullptr, "{} prefill: state was not created by this mixer's init_state", spec());
+  const std::string fn = spec() + " prefill";
+  check_shape(fn.c_str(), "x", x, {state->batch(), -1, dims_.d_model}, "(B,T,C)");
+  check_floating(fn.c_str(), "x", x);
+  const int64_t B = x.size(0), T = x.size(1), H = dims_.n_heads, D = head_dim_;
+  MIXLAB_CHECK(T > 0, "{}: x must have T > 0, got shape {}", fn, shape_string(x));
+  if (T == 1) return step(*state, x.select(1, 0)).unsqueeze(1);  // one token: the step is cheaper
+  torch::NoGradGuard no_grad;                                    // the cache carries no history (as step's)
+  const int64_t start = state->position();
+  auto qkv = qkv_->forward(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,B,H,T,D)
+  auto q = rope_apply(qkv[0], start), k = rope_apply(qkv[1], start), v = qkv[2];
+  torch::Tensor y;
+  if (window_ > 0) {
+    auto past = state->window_past();  // read before the chunk overwrites the ring
+    y = attend_window(q, k, v, past.first, past.second, start);
+    state->append(k, v);
+  } else {
+    state->append(k, v);
+    y = attend_full(q, state->keys(), state->values());  // the cache in place: no concatenation
+  }
   return out_->forward(y.permute({0, 2, 1, 3}).reshape({B, T, dims_.d_model}));
 }
 

@@ -1,5 +1,7 @@
 #include "mixlab/attention/kv_cache.h"
 
+#include <algorithm>
+
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
 
@@ -44,6 +46,45 @@ void KvCacheState::push(const torch::Tensor& k_t, const torch::Tensor& v_t) {
   k_.select(2, slot).copy_(k_t);
   v_.select(2, slot).copy_(v_t);
   advance();
+}
+
+void KvCacheState::append(const torch::Tensor& k, const torch::Tensor& v) {
+  check_shape("KvCacheState::append", "k", k, {k_.size(0), k_.size(1), -1, k_.size(3)}, "(B,H,T,D)");
+  check_shape("KvCacheState::append", "v", v, {k.size(0), k.size(1), k.size(2), k.size(3)}, "(B,H,T,D)");
+  const int64_t T = k.size(2);
+  torch::NoGradGuard no_grad;
+  if (window_ > 0) {
+    // Only the last W positions of the chunk stay: position p goes to slot p % W.
+    const int64_t n = std::min(T, window_);
+    auto slots = torch::remainder(torch::arange(pos_ + T - n, pos_ + T, torch::kLong), window_);
+    k_.index_copy_(2, slots, k.narrow(2, T - n, n).to(k_.dtype()));
+    v_.index_copy_(2, slots, v.narrow(2, T - n, n).to(v_.dtype()));
+  } else {
+    int64_t capacity = std::max<int64_t>(k_.size(2), 1);
+    while (capacity < pos_ + T) capacity *= 2;  // the capacities push would reach
+    if (capacity > k_.size(2)) {
+      auto grow = [&](const torch::Tensor& t) {
+        auto sizes = t.sizes().vec();
+        sizes[2] = capacity - t.size(2);
+        return torch::cat({t, torch::zeros(sizes, t.options())}, 2);
+      };
+      k_ = grow(k_);
+      v_ = grow(v_);
+    }
+    k_.narrow(2, pos_, T).copy_(k);
+    v_.narrow(2, pos_, T).copy_(v);
+  }
+  pos_ += T;
+}
+
+std::pair<torch::Tensor, torch::Tensor> KvCacheState::window_past() const {
+  MIXLAB_ASSERT(window_ > 0, "window_past of a full KV cache");
+  const int64_t held = std::min(pos_, window_);
+  auto slots = torch::remainder(torch::arange(pos_ - held, pos_, torch::kLong), window_);
+  auto front = [&](const torch::Tensor& t) {
+    return torch::constant_pad_nd(t.index_select(2, slots), {0, 0, window_ - held, 0});
+  };
+  return {front(k_), front(v_)};
 }
 
 }  // namespace mixlab

@@ -103,17 +103,17 @@ torch::Tensor ToeplitzMixer::forward(const torch::Tensor& x) {
   MIXLAB_CHECK(T <= max_len_, "{}: sequence length T = {} exceeds the layer's max_len Tmax = {} (x {})", fn, T,
                max_len_, shape_string(x));
   auto u = in_proj_->forward(x).view({B, T, heads_, head_dim_}).permute({0, 2, 1, 3});  // (B,H,T,D)
-  torch::Tensor z;
-  if (kernel_ == 1) {
-    z = toeplitz_forward(lags_.select(1, 0), u, pos_bias_, path_);  // (B,H,T,D)
-  } else {
-    // One Toeplitz op over H*K "heads": head (h,m) sees u[h] and lags[h,m].
-    auto uk = u.unsqueeze(2).expand({B, heads_, kernel_, T, head_dim_}).reshape({B, heads_ * kernel_, T, head_dim_});
-    auto zk = toeplitz_forward(lags_.reshape({heads_ * kernel_, max_len_}), uk, {}, path_)
-                  .view({B, heads_, kernel_, T, head_dim_});
-    z = kernel_combine(zk) + pos_bias_.narrow(1, 0, T).reshape({1, heads_, T, 1});
-  }
-  return out_proj_->forward(z.permute({0, 2, 1, 3}).reshape({B, T, d_model_}));
+  return out_proj_->forward(mix(u).permute({0, 2, 1, 3}).reshape({B, T, d_model_}));
+}
+
+torch::Tensor ToeplitzMixer::mix(const torch::Tensor& u) const {
+  const int64_t B = u.size(0), T = u.size(2);
+  if (kernel_ == 1) return toeplitz_forward(lags_.select(1, 0), u, pos_bias_, path_);  // (B,H,T,D)
+  // One Toeplitz op over H*K "heads": head (h,m) sees u[h] and lags[h,m].
+  auto uk = u.unsqueeze(2).expand({B, heads_, kernel_, T, head_dim_}).reshape({B, heads_ * kernel_, T, head_dim_});
+  auto zk = toeplitz_forward(lags_.reshape({heads_ * kernel_, max_len_}), uk, {}, path_)
+                .view({B, heads_, kernel_, T, head_dim_});
+  return kernel_combine(zk) + pos_bias_.narrow(1, 0, T).reshape({1, heads_, T, 1});
 }
 
 void ToeplitzState::io(StateArchive& ar) {
@@ -132,18 +132,39 @@ std::unique_ptr<MixerState> ToeplitzMixer::init_state(int64_t batch) {
   return state;
 }
 
-void ToeplitzMixer::grow_cache(ToeplitzState& state, const torch::TensorOptions& options) const {
+void ToeplitzMixer::grow_cache(ToeplitzState& state, const torch::TensorOptions& options, int64_t positions) const {
   // Grow by doubling so appends are amortised O(B C).
   const int64_t pos = state.position_;
   auto& cache = state.cache_;
-  if (cache.defined() && cache.size(2) > pos && cache.dtype() == options.dtype()) return;
-  const int64_t capacity = std::min(max_len_, std::max<int64_t>(16, 2 * (pos + 1)));
+  if (cache.defined() && cache.size(2) >= positions && cache.dtype() == options.dtype()) return;
+  const int64_t capacity = std::min(max_len_, std::max<int64_t>(16, 2 * positions));
   auto grown = torch::zeros({state.batch_, heads_, capacity, head_dim_}, options.requires_grad(false));
   if (pos > 0) {
     torch::NoGradGuard no_grad;
     grown.narrow(2, 0, pos).copy_(cache.narrow(2, 0, pos));
   }
   cache = grown;
+}
+
+torch::Tensor ToeplitzMixer::prefill(MixerState& state_base, const torch::Tensor& x) {
+  const char* fn = "ToeplitzMixer::prefill";
+  auto* state = dynamic_cast<ToeplitzState*>(&state_base);
+  MIXLAB_CHECK(state != nullptr, "{}: state was not created by ToeplitzMixer::init_state", fn);
+  check_defined(fn, "x", x);
+  check_shape(fn, "x", x, {state->batch_, -1, d_model_}, "(B,T,C)");
+  check_floating(fn, "x", x);
+  const int64_t B = state->batch_, T = x.size(1), start = state->position_, P = start + T;
+  MIXLAB_CHECK(T > 0, "{}: x must have T > 0 tokens, got shape {}", fn, shape_string(x));
+  MIXLAB_CHECK(P <= max_len_, "{}: position {} + T = {} exceeds the layer's max_len Tmax = {}", fn, start, T, max_len_);
+  if (T == 1) return step(*state, x.select(1, 0)).unsqueeze(1);  // one row of T: the step is cheaper
+  torch::NoGradGuard no_grad;                                    // the cache holds values (as step's)
+  auto u = in_proj_->forward(x).view({B, T, heads_, head_dim_}).permute({0, 2, 1, 3});  // (B,H,T,D)
+  grow_cache(*state, u.options(), P);
+  state->cache_.narrow(2, start, T).copy_(u);
+  // The chunk's rows read every cached position: mix the whole prefix and keep the last T rows.
+  auto z = mix(state->cache_.narrow(2, 0, P)).narrow(2, start, T);
+  state->position_ = P;
+  return out_proj_->forward(z.permute({0, 2, 1, 3}).reshape({B, T, d_model_}));
 }
 
 torch::Tensor ToeplitzMixer::step(MixerState& state_base, const torch::Tensor& x_t) {
@@ -162,7 +183,7 @@ torch::Tensor ToeplitzMixer::step(MixerState& state_base, const torch::Tensor& x
   }
 
   auto u = in_proj_->forward(x_t).view({B, heads_, head_dim_});  // (B,H,D)
-  grow_cache(*state, u.options());
+  grow_cache(*state, u.options(), pos + 1);
   auto& cache = state->cache_;
   {
     torch::NoGradGuard no_grad;  // the cache holds values; gradients of decode are not supported

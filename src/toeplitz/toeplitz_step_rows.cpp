@@ -26,7 +26,7 @@ bool ToeplitzMixer::rows_ready(ToeplitzState& state, const torch::Tensor& x_t) {
   if (!row::raw_rows_ok(x_t,
                         {&in_proj_->weight, &in_proj_->bias, &out_proj_->weight, &out_proj_->bias, &lags_, &pos_bias_}))
     return false;
-  grow_cache(state, x_t.options());  // the ATen step would grow it the same way
+  grow_cache(state, x_t.options(), state.position_ + 1);  // the ATen step would grow it the same way
   // The raw loops index the cache as (B,H,capacity,D): a loaded cache of another shape goes to
   // the ATen step, which reports it.
   const auto& c = state.cache_;

@@ -107,6 +107,49 @@ TEST(AttentionStep, RawRowStepEqualsForwardRowByRow) {
   }
 }
 
+// Chunked prefill (one batched pass per chunk against the cache) equals forward row by row for
+// any chunking, interleaved with steps, and leaves the cache the steps would have: the same
+// positions in the same slots. Chunks longer than W, and a chunk past kAttentionTile (query tiles
+// with cached positions in front).
+TEST(AttentionStep, PrefillInUnevenChunksEqualsForwardAndSteps) {
+  const int64_t B = 2, C = 12, H = 3;
+  struct Case {
+    int64_t window;
+    std::vector<int64_t> chunks;  // 1 = a step
+  };
+  const std::vector<Case> cases = {{0, {7, 1, 12, 2, 1, 30}},
+                                   {1, {7, 1, 12, 2, 1, 30}},
+                                   {3, {2, 1, 1, 9, 3, 1, 17}},
+                                   {50, {7, 1, 12, 2, 1, 30}},
+                                   {0, {5, 1030}},
+                                   {4, {3, 1030}}};
+  for (const auto& c : cases) {
+    int64_t T = 0;
+    for (auto n : c.chunks) T += n;
+    SCOPED_TRACE(name(c.window, torch::kDouble) + " T " + std::to_string(T));
+    torch::manual_seed(9 + c.window);
+    AttentionMixer m(dims(C, H), c.window);
+    m.to(torch::kDouble);
+    auto x = torch::randn({B, T, C}, torch::kDouble);
+    torch::NoGradGuard no_grad;
+    auto y = m.forward(x);
+    auto chunked_base = m.init_state(B), stepped_base = m.init_state(B);
+    auto& chunked = dynamic_cast<KvCacheState&>(*chunked_base);
+    auto& stepped = dynamic_cast<KvCacheState&>(*stepped_base);
+    int64_t t0 = 0;
+    for (auto n : c.chunks) {
+      auto yc = n == 1 ? m.step(chunked, x.select(1, t0)).unsqueeze(1) : m.prefill(chunked, x.narrow(1, t0, n));
+      ASSERT_TRUE(all_close(yc, y.narrow(1, t0, n), 1e-10, 1e-10)) << "chunk at " << t0 << " of " << n;
+      t0 += n;
+      ASSERT_EQ(chunked.position(), t0);
+    }
+    for (int64_t t = 0; t < T; ++t) m.step(stepped, x.select(1, t));
+    ASSERT_EQ(chunked.k_buffer().sizes(), stepped.k_buffer().sizes());
+    EXPECT_TRUE(all_close(chunked.k_buffer(), stepped.k_buffer(), 1e-10, 1e-10));
+    EXPECT_TRUE(all_close(chunked.v_buffer(), stepped.v_buffer(), 1e-10, 1e-10));
+  }
+}
+
 // A step with autograd on records history through the ATen path (training through decode).
 TEST(AttentionStep, StepWithAutogradKeepsTheAtenPath) {
   AttentionMixer m(dims(12, 3), 3);

@@ -214,6 +214,38 @@ TEST(ToeplitzMixer, RawRowStepEqualsForwardRowByRow) {
   }
 }
 
+// Chunked prefill equals forward row by row for any chunking, interleaved with steps, and leaves
+// the cache the steps would have; the last chunks mix a prefix past the FFT crossover.
+TEST(ToeplitzMixer, PrefillInUnevenChunksEqualsForwardAndSteps) {
+  const int64_t B = 2, C = 12, H = 3, Tmax = 300;
+  const std::vector<int64_t> chunks = {7, 1, 40, 2, 1, 249};  // 1 = a step
+  for (int64_t K : {1, 3}) {
+    SCOPED_TRACE(fmt::format("K={}", K));
+    torch::manual_seed(50 + K);
+    ToeplitzMixer m(fmt::format("heads={}:kernel={}", H, K), dims(C, H, Tmax));
+    m.to(torch::kDouble);
+    torch::NoGradGuard g;
+    m.pos_bias().normal_();
+    auto x = torch::randn({B, Tmax, C}, torch::kDouble);
+    auto y = m.forward(x);
+    auto chunked_base = m.init_state(B), stepped_base = m.init_state(B);
+    auto& chunked = dynamic_cast<mixlab::ToeplitzState&>(*chunked_base);
+    auto& stepped = dynamic_cast<mixlab::ToeplitzState&>(*stepped_base);
+    int64_t t0 = 0;
+    for (auto n : chunks) {
+      auto yc = n == 1 ? m.step(chunked, x.select(1, t0)).unsqueeze(1) : m.prefill(chunked, x.narrow(1, t0, n));
+      ASSERT_TRUE(all_close(yc, y.narrow(1, t0, n), 1e-10, 1e-10)) << "chunk at " << t0 << " of " << n;
+      t0 += n;
+      ASSERT_EQ(chunked.position(), t0);
+    }
+    ASSERT_EQ(t0, Tmax);
+    for (int64_t t = 0; t < Tmax; ++t) m.step(stepped, x.select(1, t));
+    ASSERT_EQ(chunked.cache().sizes(), stepped.cache().sizes());
+    EXPECT_TRUE(all_close(chunked.cache(), stepped.cache(), 1e-12, 1e-12));
+    expect_error([&] { m.prefill(chunked, x.narrow(1, 0, 2)); }, "exceeds the layer's max_len");
+  }
+}
+
 TEST(ToeplitzMixer, StepPastMaxLenAndBadInputsThrow) {
   ToeplitzMixer m("heads=2", dims(8, 2, 3));
   auto state = m.init_state(1);

@@ -34,13 +34,22 @@ class AttentionMixer : public Mixer {
   torch::Tensor forward(const torch::Tensor& x) override;
   std::unique_ptr<MixerState> init_state(int64_t batch) override;
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t) override;
+  /// Chunked prefill: the chunk's q, k, v in one pass, its rows attending the cache and the chunk
+  /// (causal inside it) through forward's attention, then the chunk appended to the cache.
+  torch::Tensor prefill(MixerState& state, const torch::Tensor& x) override;
   std::string spec() const override;
   std::string cost_class() const override { return window_ > 0 ? "O(k)" : "O(n)"; }
   std::string pattern_spec() const override;
 
  private:
+  /// q (B,H,T,D) of positions S..S+T-1 against k, v (B,H,S+T,D) of positions 0..S+T-1, causal
+  /// (S = 0 in forward, the cached positions in prefill).
   torch::Tensor attend_full(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
-  torch::Tensor attend_window(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
+  /// q, k, v (B,H,T,D) of positions start..start+T-1; past_k, past_v (B,H,W,D) the W positions
+  /// before start, oldest first (window_past), or undefined for zeros (forward, start = 0).
+  torch::Tensor attend_window(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& past_k = {}, const torch::Tensor& past_v = {},
+                              int64_t start = 0) const;
   /// Whether step may run on raw rows: no autograd, and x_t, the weights and the cache buffers
   /// contiguous CPU tensors of one float or double dtype.
   bool rows_ready(const KvCacheState& state, const torch::Tensor& x_t) const;

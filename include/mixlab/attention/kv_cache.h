@@ -5,6 +5,8 @@
 // the used part), since that is what the process holds.
 #pragma once
 
+#include <utility>
+
 #include "mixlab/mixer/mixer.h"
 
 namespace mixlab {
@@ -28,6 +30,12 @@ class KvCacheState : public MixerState {
   torch::Tensor values() const;
   /// Appends k_t, v_t (B,H,D) for the current position and advances position().
   void push(const torch::Tensor& k_t, const torch::Tensor& v_t);
+  /// Appends a chunk of T positions k, v (B,H,T,D) (prefill): a full cache grows (doubling) to hold
+  /// them, a window's ring keeps the last W. Advances position() by T.
+  void append(const torch::Tensor& k, const torch::Tensor& v);
+  /// A window's past in order: keys and values (B,H,W,D) of positions position()-W ..
+  /// position()-1, oldest first, zeros for positions before 0.
+  std::pair<torch::Tensor, torch::Tensor> window_past() const;
 
   // The raw-row step's access (AttentionMixer::step_rows): it writes the current position's rows
   // into the buffers itself, then advances. push() is reserve_slot(), a copy and advance().

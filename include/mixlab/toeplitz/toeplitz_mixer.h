@@ -79,6 +79,10 @@ class ToeplitzMixer : public Mixer {
   torch::Tensor forward(const torch::Tensor& x) override;
   std::unique_ptr<MixerState> init_state(int64_t batch) override;
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t) override;
+  /// Chunked prefill: the chunk's projected inputs appended to the cache, then forward's Toeplitz
+  /// mix over the whole cached prefix (FFT or materialised, O(P log P) at P positions) of which
+  /// the chunk's rows are kept. A one-token chunk is a step.
+  torch::Tensor prefill(MixerState& state, const torch::Tensor& x) override;
   std::string spec() const override;
   std::string cost_class() const override { return "O(n)"; }
 
@@ -99,9 +103,11 @@ class ToeplitzMixer : public Mixer {
  private:
   /// z (B,H,T,D) from the per-kernel-element outputs zk (B,H,K,T,D): channel shifts and sum.
   torch::Tensor kernel_combine(const torch::Tensor& zk) const;
-  /// Makes the cache hold position state.position_ (capacity doubling, at most Tmax), with the
+  /// z (B,H,T,D) from the projected inputs u (B,H,T,D) of positions 0..T-1: forward's mix.
+  torch::Tensor mix(const torch::Tensor& u) const;
+  /// Makes the cache hold `positions` positions (capacity doubling, at most Tmax), with the
   /// dtype of `options`; a cache of another dtype is replaced.
-  void grow_cache(ToeplitzState& state, const torch::TensorOptions& options) const;
+  void grow_cache(ToeplitzState& state, const torch::TensorOptions& options, int64_t positions) const;
   /// Whether step may run on raw rows: no autograd, and x_t, the parameters and the cache
   /// (grown first) contiguous CPU tensors of one float or double dtype.
   bool rows_ready(ToeplitzState& state, const torch::Tensor& x_t);
