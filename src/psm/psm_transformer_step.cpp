@@ -12,11 +12,10 @@
 // d / heads-wide column blocks of qkv's [q | k | v] rows, causal rows attending to positions
 // <= their own; y = LN_f h. It equals forward to float rounding (tests/psm/tpsm_step_test.cpp).
 //
-// The matrix-vector products (nearly all the multiply-adds) use block_linear below, not
-// row::linear: row::linear reduces each output row in one vector accumulator, a chain of dependent
-// FMAs, then a horizontal sum through memory; eight output rows at a time give eight independent
-// chains that share each load of x. Measured on the mixer alone (bench_psm_decode --tpsm tpsm,
-// busy machine): 17.7 -> 14.0 µs/token; the float GELU below took it to ~10.5.
+// The matrix-vector products (nearly all the multiply-adds) and the GELU are core's row kernels
+// (row::linear four output rows at a time, row::gelu's vectorised float erf). Measured on the
+// mixer alone (bench_psm_decode --tpsm tpsm, busy machine): ~17.7 µs/token with a one-row
+// linear and std::erf, ~10.5 with the blocked products and the vector GELU.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -26,60 +25,8 @@
 #include "mixlab/core/row_kernels.h"
 #include "mixlab/psm/psm_transformer.h"
 
-// As row_kernels.cpp: AVX2 + FMA where the machine has them, the build's baseline elsewhere; one
-// version under ASan (its instrumentation and ifuncs do not mix).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define MIXLAB_PSM_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define MIXLAB_PSM_CLONES
-#endif
-
 namespace mixlab {
 namespace {
-
-// y = W x (+ bias), W (out, in) row-major (as row::linear). Eight rows of W at a time, each with
-// its own 32-byte vector accumulator (GCC vector extensions: one AVX register in the x86-64-v3
-// clone, two SSE ones in the baseline), then a horizontal sum per row; the tails of out and in
-// are plain loops. The sum order differs from row::linear's, so results differ in the last bits.
-template <typename T>
-MIXLAB_PSM_CLONES void block_linear(const T* W, const T* bias, const T* x, T* y, int64_t out, int64_t in) {
-  typedef T V __attribute__((vector_size(32)));
-  typedef T Half __attribute__((vector_size(16)));
-  constexpr int64_t kLanes = static_cast<int64_t>(sizeof(V) / sizeof(T));
-  constexpr int64_t kHalf = kLanes / 2;
-  constexpr int64_t kRows = 8;
-  const int64_t in_v = in - in % kLanes;
-  int64_t o = 0;
-  for (; o + kRows <= out; o += kRows) {
-    V acc[kRows] = {};
-    for (int64_t c = 0; c < in_v; c += kLanes) {
-      V xv;
-      std::memcpy(&xv, x + c, sizeof(V));
-      for (int64_t k = 0; k < kRows; ++k) {
-        V wv;
-        std::memcpy(&wv, W + (o + k) * in + c, sizeof(V));
-        acc[k] += wv * xv;
-      }
-    }
-    for (int64_t k = 0; k < kRows; ++k) {
-      Half lo, hi;
-      std::memcpy(&lo, &acc[k], sizeof(Half));
-      std::memcpy(&hi, reinterpret_cast<const char*>(&acc[k]) + sizeof(Half), sizeof(Half));
-      const Half h = lo + hi;
-      T s = h[0];
-      for (int64_t l = 1; l < kHalf; ++l) s += h[l];
-      const T* wr = W + (o + k) * in;
-      for (int64_t c = in_v; c < in; ++c) s += wr[c] * x[c];
-      y[o + k] = bias ? s + bias[o + k] : s;
-    }
-  }
-  for (; o < out; ++o) {
-    const T* wr = W + o * in;
-    T s = 0;
-    for (int64_t c = 0; c < in; ++c) s += wr[c] * x[c];
-    y[o] = bias ? s + bias[o] : s;
-  }
-}
 
 bool ok(const torch::Tensor& t, c10::ScalarType dtype) {
   return !t.defined() || (t.device().is_cpu() && t.is_contiguous() && t.scalar_type() == dtype);
@@ -88,61 +35,6 @@ bool ok(const torch::Tensor& t, c10::ScalarType dtype) {
 template <typename T>
 const T* ptr(const torch::Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-
-// x = gelu(x) = x / 2 (1 + erf(x / sqrt 2)) in place, for float with ATen's own formula: its
-// vectorised float GELU (the body of at::gelu's CPU kernel) takes erf from Vectorized<float>::erf,
-// Abramowitz-Stegun 7.1.26 (|error| <= 1.5e-7) around exp(-z^2); so does this, 8 lanes at a time
-// (exp by Cody-Waite reduction and the Cephes expf polynomial). On 2M floats in [-6, 6] it equals
-// at::gelu bitwise for 86 % of them (std::erf: 48 %), both within 4.8e-7. And std::erf (row::gelu)
-// cost ~7 ns a value here, 256 values per MLP row.
-MIXLAB_PSM_CLONES void gelu_float(float* x, int64_t n) {
-  typedef float VF __attribute__((vector_size(32)));
-  typedef int32_t VI __attribute__((vector_size(32)));
-  constexpr int64_t kLanes = 8;
-  // One loop, no helper: a lambda would be compiled for the baseline only, not for this clone.
-  for (int64_t i = 0; i < n; i += kLanes) {
-    const int64_t m = std::min(kLanes, n - i);
-    VF v{};
-    if (m == kLanes)
-      std::memcpy(&v, x + i, sizeof(VF));
-    else
-      std::memcpy(&v, x + i, static_cast<size_t>(m) * sizeof(float));
-    const VF z = v * 0.70710678118654752440f;
-    const VI sign = (VI)z & static_cast<int32_t>(0x80000000u);
-    const VF az = (VF)((VI)z ^ sign);
-    const VF t = 1.0f / (0.3275911f * az + 1.0f);
-    const VF r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f;
-    // e = exp(-z^2); below -87 it is 0 to float precision (clamped so that 2^k stays normal).
-    VF w = -(z * z);
-    w = w < -87.0f ? VF{} - 87.0f : w;
-    const VI k = __builtin_convertvector(w * 1.44269504088896341f - 0.5f, VI);  // round(w log2 e), w <= 0
-    const VF kf = __builtin_convertvector(k, VF);
-    const VF f = (w - kf * 0.693359375f) + kf * 2.12194440e-4f;  // w - k ln 2, ln 2 in two parts
-    const VF p = ((((((1.9875691500e-4f * f + 1.3981999507e-3f) * f + 8.3334519073e-3f) * f + 4.1665795894e-2f) * f +
-                    1.6666665459e-1f) *
-                       f +
-                   5.0000001201e-1f) *
-                      (f * f) +
-                  f) +
-                 1.0f;
-    const VF e = p * (VF)((k + 127) << 23);
-    const VF erf = (VF)((VI)(1.0f - e * t * r) | sign);
-    v = v * 0.5f * (1.0f + erf);
-    if (m == kLanes)
-      std::memcpy(x + i, &v, sizeof(VF));
-    else
-      std::memcpy(x + i, &v, static_cast<size_t>(m) * sizeof(float));
-  }
-}
-
-template <typename T>
-void gelu(T* x, int64_t n) {
-  row::gelu<T>(x, n);  // double: std::erf, to double rounding (ATen's double GELU uses Sleef's erf)
-}
-template <>
-void gelu<float>(float* x, int64_t n) {
-  gelu_float(x, n);
 }
 
 }  // namespace
@@ -190,8 +82,8 @@ void PsmTransformerImpl::step_rows(const T* x, int64_t n, int64_t p, T* cache, T
     for (int64_t i = 0; i < n; ++i) {
       row::layer_norm<T>(h + i * d, a, ln1_w, ln1_b, d, b.ln1->options.eps());
       // qkv's rows [d, 3d) are [k | v]: straight into the cache row of position p + i.
-      block_linear<T>(w_qkv + d * d, b_qkv ? b_qkv + d : nullptr, a, kv + (p + i) * 2 * d, 2 * d, d);
-      if (i >= first) block_linear<T>(w_qkv, b_qkv, a, q + i * d, d, d);
+      row::linear<T>(w_qkv + d * d, b_qkv ? b_qkv + d : nullptr, a, kv + (p + i) * 2 * d, 2 * d, d);
+      if (i >= first) row::linear<T>(w_qkv, b_qkv, a, q + i * d, d, d);
     }
     const T *w_proj = b.proj->weight.data_ptr<T>(), *b_proj = ptr<T>(b.proj->bias);
     const T *w_fc1 = b.fc1->weight.data_ptr<T>(), *b_fc1 = ptr<T>(b.fc1->bias);
@@ -208,12 +100,12 @@ void PsmTransformerImpl::step_rows(const T* x, int64_t n, int64_t p, T* cache, T
         for (int64_t j = 0; j < keys; ++j) row::axpy<T>(sc[j], kv + j * 2 * d + d + hd * D, ah, D);
       }
       T* hi = h + i * d;
-      block_linear<T>(w_proj, b_proj, att, a, d, d);
+      row::linear<T>(w_proj, b_proj, att, a, d, d);
       row::add<T>(a, hi, d);
       row::layer_norm<T>(hi, a, ln2_w, ln2_b, d, b.ln2->options.eps());
-      block_linear<T>(w_fc1, b_fc1, a, mlp, 4 * d, d);
-      gelu<T>(mlp, 4 * d);
-      block_linear<T>(w_fc2, b_fc2, mlp, a, d, 4 * d);
+      row::linear<T>(w_fc1, b_fc1, a, mlp, 4 * d, d);
+      row::gelu<T>(mlp, 4 * d);
+      row::linear<T>(w_fc2, b_fc2, mlp, a, d, 4 * d);
       row::add<T>(a, hi, d);
     }
   }

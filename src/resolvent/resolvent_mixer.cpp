@@ -43,10 +43,7 @@ ResolventMixer::ResolventMixer(const std::string& pattern_spec, const MixerDims&
     delta_proj_->bias.zero_();
   }
   if (options.rope) {
-    // The raw-row step's RoPE frequencies, through rope_apply's own expression (the same rounding).
-    auto inv = torch::pow(options.rope_base, -torch::arange(0, head_dim_ / 2, torch::dtype(torch::kDouble)) * 2.0 /
-                                                 static_cast<double>(head_dim_));
-    rope_inv_.assign(inv.data_ptr<double>(), inv.data_ptr<double>() + inv.numel());
+    rope_inv_ = rope_inv_freq(head_dim_, options.rope_base);  // the raw-row step's RoPE rates
   }
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/rope.h"
 #include "mixlab/core/row_kernels.h"
 #include "mixlab/resolvent/resolvent_mixer.h"
 
@@ -32,17 +33,6 @@ namespace {
 template <typename T>
 T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
-}
-
-// rope_apply on one head's row x (D = 2·half): the pair (d, d + half) rotated by the angle whose
-// cosine and sine are cs[d], sn[d].
-template <typename T>
-void rope_row(T* x, const T* cs, const T* sn, int64_t half) {
-  for (int64_t d = 0; d < half; ++d) {
-    const T x1 = x[d], x2 = x[d + half];
-    x[d] = x1 * cs[d] - x2 * sn[d];
-    x[d + half] = x1 * sn[d] + x2 * cs[d];
-  }
 }
 
 // Row `slot` of (b,h) slice bh in a (B,H,Cap,E) slot tensor.
@@ -87,7 +77,7 @@ torch::Tensor ResolventMixer::step_rows(ResolventState& state, const torch::Tens
 
 template <typename T>
 void ResolventMixer::step_rows_typed(ResolventState& state, const torch::Tensor& x_t, torch::Tensor& out) {
-  const int64_t B = x_t.size(0), C = dims_.d_model, H = heads_, D = head_dim_, half = D / 2;
+  const int64_t B = x_t.size(0), C = dims_.d_model, H = heads_, D = head_dim_;
   const int64_t NP = n_proj_ * C, t = state.position();
   const bool recurrent = pattern_.recurrent(), gated = this->gated(), shared = this->shared();
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -103,7 +93,7 @@ void ResolventMixer::step_rows_typed(ResolventState& state, const torch::Tensor&
   }
 
   thread_local std::vector<T> buf;
-  buf.resize(static_cast<size_t>(B * NP + 2 * B * C + B * H + 2 * (c + 1) + 2 * D + 2 * half));
+  buf.resize(static_cast<size_t>(B * NP + 2 * B * C + B * H + 2 * (c + 1) + 2 * D));
   T* proj = buf.data();   // (B, NP): [q^A, k^A,] [q^B, k^B,] v [, gate] per row
   T* y = proj + B * NP;   // (B, C): the solve's y_t (what the state stores)
   T* z = y + B * C;       // (B, C): the heads' outputs before out_proj
@@ -112,15 +102,6 @@ void ResolventMixer::step_rows_typed(ResolventState& state, const torch::Tensor&
   T* sb = sa + (c + 1);   // (c + 1): beta of one head
   T* u = sb + (c + 1);    // (D): A x
   T* w = u + D;           // (D): B y
-  T* cs = w + D;          // (half): RoPE cosines at t
-  T* sn = cs + half;      // (half): RoPE sines at t
-  if (options_.rope) {
-    for (int64_t d = 0; d < half; ++d) {
-      const double ang = static_cast<double>(t) * rope_inv_[d];
-      cs[d] = static_cast<T>(std::cos(ang));
-      sn[d] = static_cast<T>(std::sin(ang));
-    }
-  }
 
   // Projections, gate and RoPE, row by row; offsets of the blocks in a projected row.
   int64_t k = 0;
@@ -136,8 +117,7 @@ void ResolventMixer::step_rows_typed(ResolventState& state, const torch::Tensor&
       for (int64_t i = 0; i < C; ++i) p[o_g + i] = sigmoid(p[o_g + i]);
     if (options_.rope)
       for (int64_t o : {o_qa, o_ka, o_qb, o_kb})
-        if (o >= 0)
-          for (int64_t h = 0; h < H; ++h) rope_row<T>(p + o + h * D, cs, sn, half);
+        if (o >= 0) rope_rows<T>(p + o, H, D, t, rope_inv_);  // the H heads of this block at position t
     if (shared)
       row::linear<T>(delta_proj_->weight.data_ptr<T>(), delta_proj_->bias.data_ptr<T>(), xp + r * C, delta + r * H, H,
                      C);

@@ -93,8 +93,9 @@ torch::Tensor SsmMixer::step(MixerState& state_base, const torch::Tensor& x_t) {
   check_shape("ssm step", "x_t", x_t, {state->h_.size(0), dims_.d_model}, "(B,C)");
   torch::NoGradGuard no_grad;  // decode: the state is updated in place
   const auto dtype = x_t.scalar_type();
-  const bool raw = (dtype == torch::kFloat || dtype == torch::kDouble) && x_t.is_contiguous() &&
-                   x_t.device().is_cpu() && in_proj_->weight.scalar_type() == dtype && a_log_.scalar_type() == dtype;
+  // A strided x_t (a time slice x[:, t]) is copied once below rather than sent down the ATen path.
+  const bool raw = (dtype == torch::kFloat || dtype == torch::kDouble) && x_t.device().is_cpu() &&
+                   in_proj_->weight.scalar_type() == dtype && a_log_.scalar_type() == dtype;
   if (!raw) {
     auto k = coefficients(x_t);  // (B,C) / (B,N): no time axis
     auto y = selective_scan_step(state->h_, k.u, k.delta, k.a, k.b, k.c, d_skip_);
@@ -108,11 +109,12 @@ torch::Tensor SsmMixer::step(MixerState& state_base, const torch::Tensor& x_t) {
   auto b = at::empty({B, N}, x_t.options()), c = at::empty({B, N}, x_t.options());
   auto z = at::empty({B, C}, x_t.options()), out = at::empty({B, C}, x_t.options());
   torch::Tensor y;
+  const auto xc = x_t.contiguous();
   AT_DISPATCH_FLOATING_TYPES(dtype, "ssm step", [&] {
     using T = scalar_t;
     std::vector<T> uz(static_cast<size_t>(2 * C)), bc(static_cast<size_t>(2 * N));
     for (int64_t r = 0; r < B; ++r) {
-      row::linear<T>(in_proj_->weight.data_ptr<T>(), nullptr, x_t.data_ptr<T>() + r * C, uz.data(), 2 * C, C);
+      row::linear<T>(in_proj_->weight.data_ptr<T>(), nullptr, xc.data_ptr<T>() + r * C, uz.data(), 2 * C, C);
       T* ur = u.data_ptr<T>() + r * C;
       std::copy(uz.begin(), uz.begin() + C, ur);
       std::copy(uz.begin() + C, uz.end(), z.data_ptr<T>() + r * C);
