@@ -30,10 +30,7 @@
 namespace mixlab {
 namespace {
 
-template <typename T>
-T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
+using row::sigmoid;
 
 // Row `slot` of (b,h) slice bh in a (B,H,Cap,E) slot tensor.
 template <typename T>

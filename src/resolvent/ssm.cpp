@@ -73,20 +73,6 @@ std::unique_ptr<MixerState> SsmMixer::init_state(int64_t batch) {
   return std::make_unique<SsmState>(torch::zeros({batch, dims_.d_model, n_}, a_log_.options().requires_grad(false)));
 }
 
-namespace {
-
-// torch's softplus (beta 1, threshold 20) and silu, on one value.
-template <typename T>
-T softplus_value(T x) {
-  return x > T(20) ? x : std::log1p(std::exp(x));
-}
-template <typename T>
-T silu_value(T x) {
-  return x / (T(1) + std::exp(-x));
-}
-
-}  // namespace
-
 torch::Tensor SsmMixer::step(MixerState& state_base, const torch::Tensor& x_t) {
   auto* state = dynamic_cast<SsmState*>(&state_base);
   MIXLAB_CHECK(state != nullptr, "ssm step: state was not created by this mixer's init_state");
@@ -120,7 +106,7 @@ torch::Tensor SsmMixer::step(MixerState& state_base, const torch::Tensor& x_t) {
       std::copy(uz.begin() + C, uz.end(), z.data_ptr<T>() + r * C);
       T* dr = delta.data_ptr<T>() + r * C;
       row::linear<T>(dt_proj_->weight.data_ptr<T>(), dt_proj_->bias.data_ptr<T>(), ur, dr, C, C);
-      for (int64_t i = 0; i < C; ++i) dr[i] = softplus_value(dr[i]);
+      for (int64_t i = 0; i < C; ++i) dr[i] = row::softplus(dr[i]);
       row::linear<T>(bc_proj_->weight.data_ptr<T>(), nullptr, ur, bc.data(), 2 * N, C);
       std::copy(bc.begin(), bc.begin() + N, b.data_ptr<T>() + r * N);
       std::copy(bc.begin() + N, bc.end(), c.data_ptr<T>() + r * N);
@@ -130,7 +116,7 @@ torch::Tensor SsmMixer::step(MixerState& state_base, const torch::Tensor& x_t) {
     for (int64_t r = 0; r < B; ++r) {
       const T* yr = y.data_ptr<T>() + r * C;
       const T* zr = z.data_ptr<T>() + r * C;
-      for (int64_t i = 0; i < C; ++i) g[i] = yr[i] * silu_value(zr[i]);
+      for (int64_t i = 0; i < C; ++i) g[i] = yr[i] * row::silu(zr[i]);
       row::linear<T>(out_proj_->weight.data_ptr<T>(), nullptr, g.data(), out.data_ptr<T>() + r * C, C, C);
     }
   });

@@ -21,22 +21,11 @@
 namespace mixlab {
 namespace {
 
-template <typename T>
-T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
-template <typename T>
-T silu(T x) {
-  return x * sigmoid(x);
-}
-template <typename T>
-T log_sigmoid(T x) {  // as at::log_sigmoid: -softplus(-x), stable for large |x|
-  return std::min(x, T(0)) - std::log1p(std::exp(-std::abs(x)));
-}
-template <typename T>
-T softplus(T x) {  // as at::softplus (beta 1, threshold 20)
-  return x > T(20) ? x : std::log1p(std::exp(x));
-}
+using row::log_sigmoid;
+using row::sigmoid;
+using row::silu;
+using row::softplus;
+
 template <typename T>
 T elu_plus_one(T x) {
   return x > T(0) ? x + T(1) : std::exp(x);

@@ -92,6 +92,19 @@ TEST(RowKernels, RawRowsOkOnlyForContiguousCpuFloatRowsWithMatchingParams) {
   EXPECT_TRUE(raw_rows_ok(x.unsqueeze(0), {}, 3));
 }
 
+TEST(RowKernels, ScalarActivationsMatchAten) {
+  auto x = torch::linspace(-60, 60, 241, torch::kDouble);
+  auto apply = [&](double (*f)(double)) {
+    auto y = x.clone();
+    for (int64_t i = 0; i < y.numel(); ++i) y.data_ptr<double>()[i] = f(y.data_ptr<double>()[i]);
+    return y;
+  };
+  EXPECT_TRUE(torch::allclose(apply(mixlab::row::sigmoid<double>), torch::sigmoid(x), 1e-12, 1e-300));
+  EXPECT_TRUE(torch::allclose(apply(mixlab::row::silu<double>), torch::silu(x), 1e-12, 1e-300));
+  EXPECT_TRUE(torch::allclose(apply(mixlab::row::softplus<double>), torch::softplus(x), 1e-12, 1e-300));
+  EXPECT_TRUE(torch::allclose(apply(mixlab::row::log_sigmoid<double>), torch::log_sigmoid(x), 1e-12, 1e-300));
+}
+
 TEST(RowKernels, MatchTheAtenOpsInFloat) { check_dtype<float>(torch::kFloat, 1e-5, 1e-5); }
 
 TEST(RowKernels, MatchTheAtenOpsInDouble) { check_dtype<double>(torch::kDouble, 1e-12, 1e-12); }

@@ -9,6 +9,8 @@
 // and at::gelu to float rounding, not bitwise.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 
@@ -17,6 +19,28 @@ class Tensor;
 }
 
 namespace mixlab::row {
+
+// Scalar activations as ATen defines them, for the raw-row steps' per-element loops.
+/// 1 / (1 + e^-x).
+template <typename T>
+inline T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+/// x sigmoid(x).
+template <typename T>
+inline T silu(T x) {
+  return x / (T(1) + std::exp(-x));
+}
+/// log(1 + e^x), at::softplus with beta 1 and threshold 20.
+template <typename T>
+inline T softplus(T x) {
+  return x > T(20) ? x : std::log1p(std::exp(x));
+}
+/// log sigmoid(x) = -softplus(-x), as at::log_sigmoid (stable for large |x|).
+template <typename T>
+inline T log_sigmoid(T x) {
+  return std::min(x, T(0)) - std::log1p(std::exp(-std::abs(x)));
+}
 
 /// True when x (dim `dim`) and every defined tensor of `params` are contiguous CPU tensors of x's
 /// dtype, float or double: then a decode step may run on raw rows; otherwise it keeps its ATen path.
