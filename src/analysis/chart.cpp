@@ -7,22 +7,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "chart_canvas.h"
 #include "mixlab/core/error.h"
 
 namespace mixlab {
-namespace {
 
-// Colour-blind-safe palette (Paul Tol's "bright"), cycled when there are more series.
-constexpr double kColors[][3] = {{0.27, 0.47, 0.67}, {0.93, 0.40, 0.47}, {0.13, 0.53, 0.20},
-                                 {0.80, 0.73, 0.27}, {0.40, 0.80, 0.93}, {0.67, 0.20, 0.47}};
-constexpr size_t kColorCount = sizeof(kColors) / sizeof(kColors[0]);
-
-void text_at(cairo_t* cr, double x, double y, const std::string& s) {
-  cairo_move_to(cr, x, y);
-  cairo_show_text(cr, s.c_str());
-}
-
-}  // namespace
+using analysis_detail::set_series_color;
+using analysis_detail::text_at;
 
 void bar_chart_png(const BarChart& chart, const std::string& path) {
   MIXLAB_CHECK(chart.y_max > 0 && std::isfinite(chart.y_max), "bar_chart_png: y_max must be finite and > 0, got {}",
@@ -37,16 +28,12 @@ void bar_chart_png(const BarChart& chart, const std::string& path) {
   const size_t n_groups = std::max<size_t>(chart.groups.size(), 1);
   const size_t n_series = std::max<size_t>(chart.series.size(), 1);
   const int W = 160 + 110 * static_cast<int>(n_groups), H = 460;
-  cairo_surface_t* surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, W, H);
-  cairo_t* cr = cairo_create(surface);
-  cairo_set_source_rgb(cr, 1, 1, 1);
-  cairo_paint(cr);
+  analysis_detail::Canvas canvas(W, H);
+  cairo_t* cr = canvas.cr();
   const double left = 70, right = W - 150, top = 40, bottom = H - 120;
   auto y_of = [&](double v) { return bottom - (bottom - top) * std::clamp(v / chart.y_max, 0.0, 1.0); };
 
-  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
   cairo_set_font_size(cr, 14);
-  cairo_set_source_rgb(cr, 0, 0, 0);
   text_at(cr, left, 24, chart.title);
 
   cairo_set_font_size(cr, 11);
@@ -69,8 +56,7 @@ void bar_chart_png(const BarChart& chart, const std::string& path) {
     for (size_t k = 0; k < g.values.size(); ++k) {
       const double x = x0 + bar_w * static_cast<double>(k);
       if (std::isfinite(g.values[k])) {
-        const auto& col = kColors[k % kColorCount];
-        cairo_set_source_rgb(cr, col[0], col[1], col[2]);
+        set_series_color(cr, k);
         const double y = y_of(g.values[k]);
         cairo_rectangle(cr, x, y, bar_w * 0.92, bottom - y);
         cairo_fill(cr);
@@ -96,17 +82,13 @@ void bar_chart_png(const BarChart& chart, const std::string& path) {
     cairo_restore(cr);
   }
   for (size_t k = 0; k < chart.series.size(); ++k) {  // legend
-    const auto& col = kColors[k % kColorCount];
-    cairo_set_source_rgb(cr, col[0], col[1], col[2]);
+    set_series_color(cr, k);
     cairo_rectangle(cr, right + 20, top + 22.0 * static_cast<double>(k), 14, 14);
     cairo_fill(cr);
     cairo_set_source_rgb(cr, 0, 0, 0);
     text_at(cr, right + 40, top + 22.0 * static_cast<double>(k) + 12, chart.series[k]);
   }
-  cairo_destroy(cr);
-  const cairo_status_t st = cairo_surface_write_to_png(surface, path.c_str());
-  cairo_surface_destroy(surface);
-  MIXLAB_CHECK(st == CAIRO_STATUS_SUCCESS, "bar_chart_png: cannot write '{}': {}", path, cairo_status_to_string(st));
+  canvas.write_png(path, "bar_chart_png");
 }
 
 }  // namespace mixlab

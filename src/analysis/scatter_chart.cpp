@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "chart_canvas.h"
 #include "mixlab/core/error.h"
 
 namespace mixlab {
@@ -36,16 +37,9 @@ void scatter_chart_png(const ScatterChart& chart, const std::string& path) {
   auto px = [&](double x) { return left + (right - left) * (fx(x) - x0) / (x1 - x0); };
   auto py = [&](double y) { return bottom - (bottom - top) * (y - y0) / (y1 - y0); };
 
-  cairo_surface_t* surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, W, H);
-  cairo_t* cr = cairo_create(surface);
-  cairo_set_source_rgb(cr, 1, 1, 1);
-  cairo_paint(cr);
-  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-  cairo_set_source_rgb(cr, 0, 0, 0);
-  cairo_set_font_size(cr, 14);
-  cairo_move_to(cr, left, 24);
-  cairo_show_text(cr, chart.title.c_str());
-  cairo_set_font_size(cr, 11);
+  analysis_detail::Canvas canvas(W, H);
+  cairo_t* cr = canvas.cr();
+  analysis_detail::draw_titles(cr, chart.title, chart.x_label, chart.y_label, left, bottom, H);
   cairo_set_line_width(cr, 1);
   for (int i = 0; i <= 5; ++i) {  // grid and tick labels: five steps per axis
     const double yv = y0 + (y1 - y0) * i / 5.0, y = py(yv);
@@ -62,13 +56,6 @@ void scatter_chart_png(const ScatterChart& chart, const std::string& path) {
     cairo_move_to(cr, x - 12, bottom + 16);
     cairo_show_text(cr, fmt::format("{:.3g}", chart.log_x ? std::exp2(xv) : xv).c_str());
   }
-  cairo_move_to(cr, left, H - 24);
-  cairo_show_text(cr, chart.x_label.c_str());
-  cairo_save(cr);
-  cairo_move_to(cr, 22, bottom);
-  cairo_rotate(cr, -M_PI / 2);
-  cairo_show_text(cr, chart.y_label.c_str());
-  cairo_restore(cr);
   for (const auto& p : chart.points) {
     const double x = px(p.x), y = py(p.y);
     cairo_set_source_rgb(cr, 0.27, 0.47, 0.67);
@@ -83,11 +70,7 @@ void scatter_chart_png(const ScatterChart& chart, const std::string& path) {
     cairo_move_to(cr, x + 7, y - 5);
     cairo_show_text(cr, p.label.c_str());
   }
-  cairo_destroy(cr);
-  const cairo_status_t st = cairo_surface_write_to_png(surface, path.c_str());
-  cairo_surface_destroy(surface);
-  MIXLAB_CHECK(st == CAIRO_STATUS_SUCCESS, "scatter_chart_png: cannot write '{}': {}", path,
-               cairo_status_to_string(st));
+  canvas.write_png(path, "scatter_chart_png");
 }
 
 }  // namespace mixlab
