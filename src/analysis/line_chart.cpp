@@ -54,8 +54,11 @@ Axis make_axis(bool log, double vmin, double vmax) {
     const double octaves = a.hi - a.lo;
     if (octaves <= 30) {  // powers of two, every `step`-th one so that at most ~9 are labelled
       const int step = std::max(1, static_cast<int>(std::ceil(octaves / 8)));
-      for (int e = static_cast<int>(std::ceil(a.lo / step)) * step; e <= a.hi; e += step)
-        a.ticks.emplace_back(e, pow2_label(e));
+      // Fewer than four powers of two inside: widen to the ones around the data, so that both
+      // ends of the axis are labelled (a 10..100 us latency axis reads 8..128, not 16..64).
+      if (std::floor(a.hi) - std::ceil(a.lo) < 3) a.lo = std::floor(a.lo), a.hi = std::ceil(a.hi);
+      // From the lowest power of two inside, so that the smallest values are labelled too.
+      for (int e = static_cast<int>(std::ceil(a.lo)); e <= a.hi; e += step) a.ticks.emplace_back(e, pow2_label(e));
     } else {  // too wide for readable powers of two: decades
       const double l10 = std::log2(10.0);
       const int step = std::max(1, static_cast<int>(std::ceil(octaves / l10 / 8)));
@@ -69,10 +72,6 @@ Axis make_axis(bool log, double vmin, double vmax) {
     const double step = nice_step(a.hi - a.lo, 6);
     for (double t = std::ceil(a.lo / step) * step; t <= a.hi + 1e-9 * step; t += step)
       a.ticks.emplace_back(t, fmt::format("{:g}", std::abs(t) < 1e-9 * step ? 0.0 : t));
-  }
-  if (a.ticks.size() < 2) {  // a narrow log range between two powers of two: label its ends
-    a.ticks.clear();
-    for (double t : {a.lo, a.hi}) a.ticks.emplace_back(t, fmt::format("{:.3g}", log ? std::exp2(t) : t));
   }
   return a;
 }

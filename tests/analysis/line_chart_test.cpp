@@ -68,7 +68,7 @@ TEST(LineChart, LogAxesWithSixteenSeries) {
   c.series = {{"wide", {1e-9, 1e9}, {0.001, 1e12}}};  // more than 30 octaves: decade ticks
   line_chart_png(c, path);
   EXPECT_EQ(png_size(path), std::make_pair(900, 540));
-  c.series = {{"narrow", {1.2, 1.4}, {3, 3.1}}};  // no power of two inside: the ends are labelled
+  c.series = {{"narrow", {1.2, 1.4}, {3, 3.1}}};  // no power of two inside: widened to the ones around
   line_chart_png(c, path);
   EXPECT_EQ(png_size(path), std::make_pair(900, 540));
 }
