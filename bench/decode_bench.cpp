@@ -6,16 +6,23 @@
 // reference path needs), so both paths are timed at the same context in the same run. The
 // context drifts by the timed iterations (200), small against 1k.
 //
-//   bench_decode [--max_context=65536] [--mixers=gla,retnet] [--paths=fast,step] + benchmark flags
+//   bench_decode [--max_context=65536] [--mixers=gla,retnet] [--paths=fast,step] [--plot=PREFIX]
+//                + benchmark flags
 // Paths: `fast` = DecoderModel::step (the decode path: InferenceMode, preallocated buffers);
 // `step` = the plain per-block path with autograd off only (NoGradGuard), kept as the baseline
 // (DecoderModel::step_reference). Counters: us_per_token (wall, 1 thread), state_bytes (measured by
 // DecoderState::bytes()), context.
+// --plot=PREFIX also draws what this run measured: PREFIX_latency.png (CPU us/token against
+// context) and PREFIX_state.png (state bytes against context), log-log, one line per mixer (per
+// mixer and path when several paths ran). It reads the reported runs, so it prints the console
+// format whatever --benchmark_format says (--benchmark_out still writes its file).
 // Mixers whose decode is O(n) per token (attention, toeplitz, resolvent:dense/causal) are capped at
 // 4k context: their step-by-step prefill costs minutes beyond that on the shared machine.
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "mixlab/analysis/line_chart.h"
+#include "mixlab/core/error.h"
 #include "mixlab/core/threads.h"
 #include "mixlab/mixers/registry.h"
 #include "mixlab/model/model.h"
@@ -113,11 +122,70 @@ std::vector<std::string> default_specs() {
   return specs;
 }
 
+// What --plot draws: one measured point per benchmark, found by the benchmark's registered name.
+struct Measured {
+  std::string series;  // legend entry: the spec, or "spec (path)" when several paths ran
+  double context = 0, us_per_token = 0, state_bytes = 0;
+};
+
+// The console display that also keeps each run's finished counters. us_per_token is a rate
+// counter, final only once Google Benchmark has divided by the CPU time, i.e. in the report, not
+// inside the benchmark function.
+class CollectingReporter : public benchmark::ConsoleReporter {
+ public:
+  explicit CollectingReporter(std::map<std::string, Measured>* points)
+      : benchmark::ConsoleReporter(isatty(STDOUT_FILENO) ? OO_Color : OO_None), points_(points) {}
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      auto it = points_->find(r.run_name.function_name);
+      if (r.error_occurred || r.run_type != Run::RT_Iteration || it == points_->end()) continue;
+      it->second.context = r.counters.at("context").value;
+      it->second.us_per_token = r.counters.at("us_per_token").value;
+      it->second.state_bytes = r.counters.at("state_bytes").value;
+    }
+    benchmark::ConsoleReporter::ReportRuns(runs);
+  }
+
+ private:
+  std::map<std::string, Measured>* points_;
+};
+
+// One series per legend entry in first-registered order, points in increasing context (the order
+// each mixer's contexts are registered in).
+void write_plots(const std::vector<std::string>& names, const std::map<std::string, Measured>& points,
+                 const std::string& prefix) {
+  mixlab::LineChart latency, state;
+  latency.title = "Decode: CPU time per token against context (2-layer d = 64 model, 1 thread)";
+  latency.y_label = "CPU µs per token";
+  state.title = "Decode: state bytes against context (2-layer d = 64 model)";
+  state.y_label = "decode state (bytes)";
+  for (mixlab::LineChart* c : {&latency, &state}) {
+    c->x_label = "context (tokens; 1Ki = 1024)";
+    c->log_x = c->log_y = true;
+  }
+  for (const auto& name : names) {
+    const Measured& m = points.at(name);
+    if (m.context <= 0) continue;  // filtered out or failed: nothing measured
+    auto add = [&](mixlab::LineChart& c, double y) {
+      auto s = std::find_if(c.series.begin(), c.series.end(), [&](const auto& l) { return l.label == m.series; });
+      if (s == c.series.end()) s = c.series.insert(s, {m.series, {}, {}});
+      s->x.push_back(m.context);
+      s->y.push_back(y);
+    };
+    add(latency, m.us_per_token);
+    add(state, m.state_bytes);
+  }
+  mixlab::line_chart_png(latency, prefix + "_latency.png");
+  mixlab::line_chart_png(state, prefix + "_state.png");
+  std::printf("wrote %s_latency.png and %s_state.png\n", prefix.c_str(), prefix.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t max_context = 65536;
   std::vector<std::string> specs = default_specs(), paths = {"fast", "step"};
+  std::string plot_prefix;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--max_context=", 14) == 0) {
@@ -126,17 +194,24 @@ int main(int argc, char** argv) {
       specs = split(argv[i] + 9);
     } else if (std::strncmp(argv[i], "--paths=", 8) == 0) {
       paths = split(argv[i] + 8);
+    } else if (std::strncmp(argv[i], "--plot=", 7) == 0) {
+      plot_prefix = argv[i] + 7;
     } else {
       rest.push_back(argv[i]);
     }
   }
   mixlab::threads_configure(1);
   const int64_t max_len = max_context + 4096;  // room for the timed iterations
+  std::vector<std::string> names;              // registration order: mixers, then context, then path
+  std::map<std::string, Measured> points;
   for (const auto& spec : specs) {
     const int64_t cap = linear_cost(spec) ? std::min<int64_t>(max_context, 4096) : max_context;
     for (int64_t ctx = 1024; ctx <= cap; ctx *= 4) {
       for (const auto& path : paths) {
-        benchmark::RegisterBenchmark(("decode/" + spec + "/" + path + "/" + std::to_string(ctx)).c_str(),
+        const std::string name = "decode/" + spec + "/" + path + "/" + std::to_string(ctx);
+        names.push_back(name);
+        points[name].series = paths.size() > 1 ? spec + " (" + path + ")" : spec;
+        benchmark::RegisterBenchmark(name.c_str(),
                                      [=](benchmark::State& st) { bm_decode(st, spec, path, ctx, max_len); })
             ->Unit(benchmark::kMicrosecond)
             ->Iterations(200)
@@ -146,7 +221,20 @@ int main(int argc, char** argv) {
   }
   int rest_argc = static_cast<int>(rest.size());
   benchmark::Initialize(&rest_argc, rest.data());
-  benchmark::RunSpecifiedBenchmarks();
+  if (plot_prefix.empty()) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    CollectingReporter reporter(&points);
+    benchmark::RunSpecifiedBenchmarks(&reporter);
+  }
   benchmark::Shutdown();
+  if (!plot_prefix.empty()) {
+    try {
+      write_plots(names, points, plot_prefix);
+    } catch (const mixlab::Error& e) {
+      std::fprintf(stderr, "bench_decode: --plot: %s\n", e.what());
+      return 1;
+    }
+  }
   return 0;
 }
