@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 // The same clones as the selective scan: AVX2 + FMA where the machine has them, the build's
 // baseline elsewhere; one version under ASan (its instrumentation and ifuncs do not mix).
@@ -134,7 +135,10 @@ inline T exp_nonpositive(T x) {
   T p = E::c[0];
 #pragma GCC unroll 16
   for (int k = 1; k <= E::degree; ++k) p = p * r + E::c[k];
-  return p * __builtin_bit_cast(T, static_cast<Bits>((n_bits + E::bias) << E::mantissa));
+  // The exponent is shifted as unsigned: a NaN input gives garbage bits here (and a NaN result
+  // through p), and a signed shift of them would be undefined behaviour (UBSan's finding).
+  using UBits = std::make_unsigned_t<Bits>;
+  return p * __builtin_bit_cast(T, static_cast<Bits>(static_cast<UBits>(n_bits + E::bias) << E::mantissa));
 }
 
 template <typename T>
@@ -226,6 +230,7 @@ MIXLAB_ROW_CLONES void combine_impl(const T* w, const T* A, int64_t stride, T* y
 MIXLAB_ROW_CLONES void gelu_float(float* x, int64_t n) {
   typedef float VF __attribute__((vector_size(32)));
   typedef int32_t VI __attribute__((vector_size(32)));
+  typedef uint32_t VU __attribute__((vector_size(32)));
   constexpr int64_t kLanes = 8;
   // One loop, no helper: a lambda would be compiled for the baseline only, not for this clone.
   for (int64_t i = 0; i < n; i += kLanes) {
@@ -253,7 +258,7 @@ MIXLAB_ROW_CLONES void gelu_float(float* x, int64_t n) {
                       (f * f) +
                   f) +
                  1.0f;
-    const VF e = p * (VF)((k + 127) << 23);
+    const VF e = p * (VF)((VU)(k + 127) << 23);  // unsigned: no signed overflow for a NaN's k
     const VF erf = (VF)((VI)(1.0f - e * t * r) | sign);
     v = v * 0.5f * (1.0f + erf);
     if (m == kLanes)
