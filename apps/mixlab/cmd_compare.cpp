@@ -3,6 +3,8 @@
 //   mixlab compare                                   # default preset, all tasks, all mixers
 //   mixlab compare --tasks copy --mixers attention,local:8 --set steps=100
 //   mixlab compare --preset paper                    # seed 000 App. C.3 hyperparameters
+//   mixlab compare --preset psm --tasks s5 --mixers tpsm:c=1,attention,local:8,mamba
+//   mixlab compare --tasks copy --sweep copy=4-32/4  # error against length after training
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -24,6 +26,8 @@ struct CompareArgs {
   int64_t steps = 0;
   int64_t jobs = 0;  // 0: one run per intra-op thread (--threads)
   int64_t seeds = 1;
+  std::vector<std::string> sweeps;  // TASK=LENGTHS
+  int64_t sweep_rows = 256;
   bool quiet = false;
 };
 
@@ -63,14 +67,26 @@ void run_compare(const CompareArgs& a) {
     }
   }
   if (a.steps > 0) o.overrides["steps"] = a.steps;
+  o.sweep_lengths = compare_preset_sweeps(a.preset, o.tasks);
+  for (const auto& item : a.sweeps) {
+    const auto eq = item.find('=');
+    MIXLAB_CHECK(eq != std::string::npos && eq > 0,
+                 "compare: --sweep expects TASK=LENGTHS (e.g. s5=1-180/10), got '{}'", item);
+    const std::string task = item.substr(0, eq);
+    o.sweep_lengths[task] = length_list_parse(item.substr(eq + 1), fmt::format("compare: --sweep {}", task));
+  }
+  o.sweep_rows = a.sweep_rows;
   const CompareReport rep = compare_run(o);
   std::cout << compare_table_text(rep);
   compare_write(rep, o.out_dir);
   const bool lm = std::find(o.tasks.begin(), o.tasks.end(), "lm") != o.tasks.end();
   const bool bars = std::any_of(o.tasks.begin(), o.tasks.end(), [](const std::string& t) { return t != "lm"; });
-  std::cout << fmt::format("wrote {0}/compare.csv, {0}/compare.json{1}{2}\n", o.out_dir,
+  std::string sweeps;
+  for (const auto& [task, lengths] : o.sweep_lengths) sweeps += fmt::format(", {}/by_length_{}.png", o.out_dir, task);
+  std::cout << fmt::format("wrote {0}/compare.csv, {0}/compare.json{1}{2}{3}\n", o.out_dir,
                            bars ? fmt::format(", {}/compare.png", o.out_dir) : std::string(),
-                           lm ? fmt::format(", {}/compare_lm.png", o.out_dir) : std::string());
+                           lm ? fmt::format(", {}/compare_lm.png", o.out_dir) : std::string(),
+                           sweeps.empty() ? std::string() : fmt::format(", {}/by_length.csv{}", o.out_dir, sweeps));
 }
 
 }  // namespace
@@ -81,7 +97,9 @@ void cmd_compare_register(CLI::App& app) {
       "compare", "Train every mixer on every task with identical settings and print seed 000's Table 1");
   sub->add_option("--tasks", args->tasks, "Comma-separated tasks (default copy,recall,multihop)");
   sub->add_option("--mixers", args->mixers, "Comma-separated mixer specs, or 'all' (Table 1's nine)");
-  sub->add_option("--preset", args->preset, "default (CPU, <= 10 min) or paper (seed 000 App. C.3)")
+  sub->add_option("--preset", args->preset,
+                  "default (CPU, <= 10 min), paper (seed 000 App. C.3) or psm (seed 004's s5 and recall, with length "
+                  "sweeps)")
       ->check(CLI::IsMember(compare_presets()));
   sub->add_option("--out", args->out, "Output directory for CSV, JSON, PNG (default runs/compare)");
   sub->add_option("--steps", args->steps, "Training steps per run (overrides the preset)")->check(CLI::PositiveNumber);
@@ -92,6 +110,11 @@ void cmd_compare_register(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--seeds", args->seeds,
                   "Runs per mixer and task with seeds seed, seed+1, ...; cells show mean (min..max) (default 1)");
+  sub->add_option("--sweep", args->sweeps,
+                  "After training, evaluate a task at these lengths: TASK=LENGTHS, e.g. s5=1-18,24-180/12 (repeatable; "
+                  "preset psm has its own)");
+  sub->add_option("--sweep-rows", args->sweep_rows, "Held-out rows per sweep length (default 256)")
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--quiet", args->quiet, "No progress lines");
   sub->callback([args] { run_compare(*args); });
 }

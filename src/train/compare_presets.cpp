@@ -73,6 +73,30 @@ json preset_json(const std::string& preset, const std::string& task) {
             {"eval_batch", 256},
             {"log_every", 100}};
   }
+  if (preset == "psm") {
+    // Seed 004 §4.1 (S5) and §4.2 (MQAR) on this CPU: the tasks' own settings, a small model
+    // for every mixer (the paper's are 12-48 layers), the same steps and batch for all
+    // (docs/RESULTS.md "Transformer-PSM beside the baselines" has the measured time).
+    const bool s5 = task == "s5";
+    MIXLAB_CHECK(s5 || task == "recall", "compare: preset psm has the tasks s5 and recall, got '{}'", task);
+    return {{"task", task},
+            {"vocab", s5 ? 128 : 256},
+            {"length", s5 ? 18 : 256},
+            {"pairs", s5 ? 0 : 8},
+            {"d_model", 64},
+            {"layers", 2},
+            {"heads", 4},
+            {"mlp_ratio", 4},
+            {"steps", s5 ? 1500 : 800},
+            {"batch", 32},
+            {"lr", 1e-3},
+            {"warmup", s5 ? 150 : 80},
+            {"seed", 0},
+            {"eval_batches", 4},
+            {"eval_batch", 64},
+            {"log_every", 100},
+            {"curriculum", true}};
+  }
   // compare_config checked the name against compare_presets(): reaching here is a missing branch.
   MIXLAB_ASSERT(false, "compare: preset '{}' is listed but has no settings", preset);
   return {};
@@ -93,8 +117,20 @@ std::vector<std::string> compare_default_mixers() {
 }
 
 const std::vector<std::string>& compare_presets() {
-  static const std::vector<std::string> p = {"default", "paper"};
+  static const std::vector<std::string> p = {"default", "paper", "psm"};
   return p;
+}
+
+std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(const std::string& preset,
+                                                                  const std::vector<std::string>& tasks) {
+  std::map<std::string, std::vector<int64_t>> out;
+  if (preset != "psm") return out;
+  for (const auto& t : tasks) {
+    // s5: Fig. 3's lengths 1..180 (trained on 4..18); recall: in-distribution lengths (Fig. 4).
+    if (t == "s5") out[t] = length_list_parse("1-18,24-180/12", "preset psm s5 sweep");
+    if (t == "recall") out[t] = length_list_parse("32,64,128,256", "preset psm recall sweep");
+  }
+  return out;
 }
 
 TrainConfig compare_config(const std::string& preset_name, const std::string& task, const std::string& mixer,

@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 #include "mixlab/analysis/chart.h"
 #include "mixlab/analysis/format.h"
+#include "mixlab/analysis/line_chart.h"
 #include "mixlab/analysis/scatter_chart.h"
+#include "mixlab/core/atomic_file.h"
 #include "mixlab/core/error.h"
 
 namespace mixlab {
@@ -29,6 +30,64 @@ std::string value_cell(const std::vector<double>& v, int digits) {
   const SeedStats s = seed_stats(v);
   if (v.size() <= 1) return fmt::format("{:.{}f}", s.mean, digits);
   return fmt::format("{:.{}f} ({:.{}f}..{:.{}f})", s.mean, digits, s.lo, digits, s.hi, digits);
+}
+
+// compare.json's "sweep" of a row: task -> one array per seed of {length, rows, token_error, answer_error}.
+json sweep_json(const CompareRow& r) {
+  json out = json::object();
+  for (const auto& [task, seeds] : r.sweep) {
+    json per_seed = json::array();
+    for (const auto& s : seeds) {
+      json points = json::array();
+      for (const auto& e : s)
+        points.push_back(
+            {{"length", e.length}, {"rows", e.rows}, {"token_error", e.token_error}, {"answer_error", e.answer_error}});
+      per_seed.push_back(points);
+    }
+    out[task] = per_seed;
+  }
+  return out;
+}
+
+// Mean token error at each sweep length over a row's seeds (the sweeps share their lengths).
+std::vector<std::pair<int64_t, double>> sweep_mean(const std::vector<std::vector<LengthError>>& seeds) {
+  std::vector<std::pair<int64_t, double>> out;
+  if (seeds.empty()) return out;
+  for (size_t i = 0; i < seeds.front().size(); ++i) {
+    double sum = 0;
+    for (const auto& s : seeds) sum += s.at(i).token_error;
+    out.emplace_back(seeds.front()[i].length, sum / static_cast<double>(seeds.size()));
+  }
+  return out;
+}
+
+// Per task with a length sweep: the mean token error over the lengths up to the trained length
+// and beyond it, and the worst length (the full curves are in by_length.csv / .png).
+std::string sweep_table_text(const CompareReport& rep) {
+  std::string out;
+  for (const auto& task : rep.tasks) {
+    bool any = false;
+    for (const auto& r : rep.rows) any = any || (r.ran && r.sweep.count(task));
+    if (!any) continue;
+    const int64_t trained = rep.trained_length.count(task) ? rep.trained_length.at(task) : 0;
+    out += fmt::format("\n{}: token error (%) by length, mean over seeds; trained on lengths <= {}\n", task, trained);
+    out += fmt::format("{:<28} | {:>16} | {:>16} | {:>18}\n", "mixer", "lengths <= " + std::to_string(trained),
+                       "lengths > " + std::to_string(trained), "worst (length)");
+    for (const auto& r : rep.rows) {
+      if (!r.ran || !r.sweep.count(task)) continue;
+      double in_sum = 0, out_sum = 0, worst = -1;
+      int64_t in_n = 0, out_n = 0, worst_at = 0;
+      for (const auto& [L, err] : sweep_mean(r.sweep.at(task))) {
+        (L <= trained ? in_sum : out_sum) += err;
+        ++(L <= trained ? in_n : out_n);
+        if (err > worst) worst = err, worst_at = L;
+      }
+      auto cell = [](double sum, int64_t n) { return n ? fmt::format("{:.1f}", 100 * sum / n) : std::string("—"); };
+      out += fmt::format("{:<28} | {:>16} | {:>16} | {:>18}\n", r.mixer, cell(in_sum, in_n), cell(out_sum, out_n),
+                         fmt::format("{:.1f} ({})", 100 * worst, worst_at));
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -110,6 +169,7 @@ std::string compare_table_text(const CompareReport& rep) {
         "=\n"
         "model parameters at the matched width d (compare.h).\n";
   }
+  out += sweep_table_text(rep);
   return out;
 }
 
@@ -158,6 +218,37 @@ void write_lm_chart(const CompareReport& rep, const std::string& path) {
   scatter_chart_png(chart, path);
 }
 
+// by_length.csv: every (mixer, task, seed, length) of the length sweeps.
+std::string sweep_csv(const CompareReport& rep) {
+  std::string csv = "mixer,task,seed,length,rows,token_error,answer_error\n";
+  for (const auto& r : rep.rows)
+    for (const auto& [task, seeds] : r.sweep)
+      for (size_t s = 0; s < seeds.size(); ++s)
+        for (const auto& e : seeds[s])
+          csv += fmt::format("\"{}\",{},{},{},{},{:.6f},{:.6f}\n", r.mixer, task, s, e.length, e.rows, e.token_error,
+                             e.answer_error);
+  return csv;
+}
+
+// by_length_<task>.png: token error against length, one line per mixer (seed 004 Fig. 3 / 4).
+void write_sweep_chart(const CompareReport& rep, const std::string& task, const std::string& path) {
+  LineChart chart;
+  chart.title = fmt::format("{}: token error against length (trained on lengths <= {}; preset '{}')", task,
+                            rep.trained_length.count(task) ? rep.trained_length.at(task) : 0, rep.preset);
+  chart.x_label = "sequence length";
+  chart.y_label = "token error (%)";
+  for (const auto& r : rep.rows) {
+    if (!r.ran || !r.sweep.count(task)) continue;
+    LineSeries line{r.mixer, {}, {}};
+    for (const auto& [L, err] : sweep_mean(r.sweep.at(task))) {
+      line.x.push_back(static_cast<double>(L));
+      line.y.push_back(100 * err);
+    }
+    chart.series.push_back(std::move(line));
+  }
+  if (!chart.series.empty()) line_chart_png(chart, path);
+}
+
 }  // namespace
 
 void compare_write(const CompareReport& rep, const std::string& dir) {
@@ -200,6 +291,7 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"eval_token_acc_seeds", r.token_acc_seeds},
               {"chain_acc_seeds", r.chain_acc_seeds},
               {"hop_acc", r.hop_acc},
+              {"sweep", sweep_json(r)},
               {"train_tokens_per_s", r.train_tokens_per_s},
               {"decode_us_per_token", r.decode_us_per_token},
               {"parameters", r.parameters},
@@ -234,15 +326,13 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
   const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds},
                     {"jobs", rep.jobs},     {"seeds", rep.seeds}, {"config", rep.config_example},
                     {"rows", rows}};
-  {
-    std::ofstream out(dir + "/compare.json");
-    MIXLAB_CHECK(out.good(), "compare: cannot write '{}/compare.json'", dir);
-    out << doc.dump(2) << "\n";
-  }
-  {
-    std::ofstream out(dir + "/compare.csv");
-    MIXLAB_CHECK(out.good(), "compare: cannot write '{}/compare.csv'", dir);
-    out << csv;
+  atomic_write_file(dir + "/compare.json", doc.dump(2) + "\n");  // checked, fsync'ed, renamed
+  atomic_write_file(dir + "/compare.csv", csv);
+  bool sweeps = false;
+  for (const auto& r : rep.rows) sweeps = sweeps || !r.sweep.empty();
+  if (sweeps) {
+    atomic_write_file(dir + "/by_length.csv", sweep_csv(rep));
+    for (const auto& t : rep.tasks) write_sweep_chart(rep, t, dir + "/by_length_" + t + ".png");
   }
   if (!accuracy_tasks(rep).empty()) write_chart(rep, dir + "/compare.png");
   if (std::find(rep.tasks.begin(), rep.tasks.end(), "lm") != rep.tasks.end())

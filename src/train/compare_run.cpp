@@ -41,7 +41,7 @@ void check_run_spec(const TrainConfig& c) {
     MixerDims dims;
     dims.d_model = c.d_model;
     dims.n_heads = c.heads;
-    dims.max_len = task_sequence_length(c.task, c.task.length);
+    dims.max_len = config_max_len(c);
     mixer_create(c.mixer, dims);
   } catch (const Error& e) {
     MIXLAB_FAIL("compare: mixer '{}' (task {}): {}", c.mixer, c.task.name, e.what());
@@ -121,10 +121,27 @@ CompareReport compare_run(const CompareOptions& o) {
       lm_width[spec] = compare_matched_d_model(c, target);
     }
   }
+  MIXLAB_CHECK(o.sweep_rows >= 1, "compare: sweep rows must be >= 1, got {}", o.sweep_rows);
+  for (const auto& [task, lengths] : o.sweep_lengths) {
+    MIXLAB_CHECK(std::find(o.tasks.begin(), o.tasks.end(), task) != o.tasks.end(),
+                 "compare: --sweep names task '{}', which is not in --tasks ({})", task, fmt::join(o.tasks, ", "));
+    MIXLAB_CHECK(!lengths.empty(), "compare: --sweep for task '{}' has no length", task);
+  }
   auto config_of = [&](const std::string& task, const std::string& spec) {
     json ov = o.overrides;
     if (task == "lm" && lm_width.count(spec)) ov["d_model"] = lm_width.at(spec);
-    return compare_config(o.preset, task, spec, ov);
+    TrainConfig c = compare_config(o.preset, task, spec, ov);
+    auto sweep = o.sweep_lengths.find(task);
+    if (sweep != o.sweep_lengths.end()) {
+      // The model must hold the longest swept sequence (length generalisation beyond training).
+      const int64_t longest = *std::max_element(sweep->second.begin(), sweep->second.end());
+      const int64_t T = task == "s5" ? longest : task_sequence_length(c.task, longest);
+      if (T > config_max_len(c)) {
+        c.max_len = T;
+        config_validate(c, fmt::format("compare --sweep for {}/{}", spec, task));
+      }
+    }
+    return c;
   };
   int64_t T = 1;
   for (const auto& spec : mixers)
@@ -133,6 +150,7 @@ CompareReport compare_run(const CompareOptions& o) {
       check_run_spec(c);
       T = std::max(T, task_sequence_length(c.task, c.task.length));
       if (rep.config_example.is_null()) rep.config_example = config_to_json(c);
+      rep.trained_length[t] = c.task.length;
     }
   const std::string runs_dir = o.out_dir + "/runs";
   std::filesystem::create_directories(runs_dir);
@@ -149,11 +167,18 @@ CompareReport compare_run(const CompareOptions& o) {
     std::shared_ptr<DecoderModel> model;
     int64_t parameters = 0;
     std::string error;
+    std::vector<LengthError> sweep;  // the task's length sweep, if any
   };
   std::vector<Job> jobs;
   for (size_t m = 0; m < mixers.size(); ++m)
     for (size_t t = 0; t < o.tasks.size(); ++t)
-      for (int64_t sd = 0; sd < o.seeds; ++sd) jobs.push_back(Job{m, t, sd, {}, nullptr, 0, ""});
+      for (int64_t sd = 0; sd < o.seeds; ++sd) {
+        Job job;
+        job.mixer = m;
+        job.task = t;
+        job.seed = sd;
+        jobs.push_back(std::move(job));
+      }
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
   const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(o.jobs, n_jobs));
   std::mutex init_mutex, log_mutex;
@@ -174,6 +199,7 @@ CompareReport compare_run(const CompareOptions& o) {
       const std::string& task = o.tasks[job.task];
       try {
         TrainConfig c = config_of(task, spec);
+        const uint64_t rows_seed = c.seed;  // sweep rows: the same for every mixer and seed
         c.seed += static_cast<uint64_t>(job.seed);
         std::unique_ptr<Trainer> trainer;
         {
@@ -198,6 +224,12 @@ CompareReport compare_run(const CompareOptions& o) {
                                                            : std::string());
         log(fmt::format("compare: {} on {}: {}, {:.0f}s, {} tok/s\n", spec, task, quality, job.result.seconds,
                         format_rate(job.result.tokens_per_s)));
+        if (auto sweep = o.sweep_lengths.find(task); sweep != o.sweep_lengths.end()) {
+          job.sweep = length_sweep(*job.model, c.task, sweep->second, o.sweep_rows, c.eval_batch, rows_seed);
+          std::string line = fmt::format("compare: {} on {}: error by length:", spec, task);
+          for (const auto& e : job.sweep) line += fmt::format(" {}:{:.1f}%", e.length, 100 * e.token_error);
+          log(line + "\n");
+        }
       } catch (const Error& e) {
         // A caller error this run alone hits (e.g. a mixer that rejects these settings): the
         // row says why and the other runs go on.
@@ -245,6 +277,7 @@ CompareReport compare_run(const CompareOptions& o) {
           row.d_model = job.model->dims().d_model;
         }
         if (e.chain_queries > 0) row.chain_acc_seeds[task].push_back(e.chain_acc);
+        if (!job.sweep.empty()) row.sweep[task].push_back(job.sweep);
         auto& hs = hop_sum[task];
         auto& hn = hop_n[task];
         if (hs.size() < e.hop_acc.size()) hs.resize(e.hop_acc.size(), 0.0), hn.resize(e.hop_acc.size(), 0);

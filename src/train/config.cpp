@@ -65,12 +65,12 @@ bool read_bool(const json& j, const char* key, bool fallback, const std::string&
 
 const std::set<std::string>& known_keys() {
   static const std::set<std::string> keys = {
-      "task",         "vocab",       "length",     "pairs",     "hop_prob",
-      "curriculum",   "d_model",     "layers",     "heads",     "mlp_ratio",
-      "mixer",        "steps",       "batch",      "lr",        "warmup",
-      "weight_decay", "beta1",       "beta2",      "grad_clip", "seed",
-      "eval_batches", "eval_batch",  "eval_every", "log_every", "checkpoint_every",
-      "tokenizer",    "eval_tokens", "eval_stride"};
+      "task",         "vocab",       "length",      "pairs",     "hop_prob",
+      "curriculum",   "d_model",     "layers",      "heads",     "mlp_ratio",
+      "mixer",        "steps",       "batch",       "lr",        "warmup",
+      "weight_decay", "beta1",       "beta2",       "grad_clip", "seed",
+      "eval_batches", "eval_batch",  "eval_every",  "log_every", "checkpoint_every",
+      "tokenizer",    "eval_tokens", "eval_stride", "max_len"};
   return keys;
 }
 
@@ -120,6 +120,10 @@ void config_validate(const TrainConfig& c, const std::string& origin) {
   MIXLAB_CHECK(c.eval_stride >= 0 && (c.task.name != "lm" || c.eval_stride <= c.task.length),
                "config {}: key 'eval_stride' must be in [0, length = {}] (0 = length / 2), got {}", origin,
                c.task.length, c.eval_stride);
+  const int64_t trained = task_sequence_length(c.task, c.task.length);
+  MIXLAB_CHECK(c.max_len == 0 || (c.max_len >= trained && c.max_len <= kConfigMaxLen),
+               "config {}: key 'max_len' must be 0 (the task's longest sequence, {}) or in [{}, {}], got {}", origin,
+               trained, trained, kConfigMaxLen, c.max_len);
 }
 
 TrainConfig config_from_json(const json& j, const std::string& origin) {
@@ -172,6 +176,7 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   c.checkpoint_every = read_int(j, "checkpoint_every", c.checkpoint_every, 0, origin);
   c.eval_tokens = read_int(j, "eval_tokens", c.eval_tokens, 0, origin);
   c.eval_stride = read_int(j, "eval_stride", c.eval_stride, 0, origin);
+  c.max_len = read_int(j, "max_len", c.max_len, 0, origin);
   config_validate(c, origin);
   return c;
 }
@@ -252,6 +257,7 @@ json config_to_json(const TrainConfig& c) {
   j["tokenizer"] = c.task.tokenizer;
   j["eval_tokens"] = c.eval_tokens;
   j["eval_stride"] = c.eval_stride;
+  j["max_len"] = c.max_len;
   return j;
 }
 
@@ -265,6 +271,10 @@ std::string config_resume_mismatch(const TrainConfig& checkpoint, const TrainCon
     }
   }
   return "";
+}
+
+int64_t config_max_len(const TrainConfig& c) {
+  return c.max_len > 0 ? c.max_len : task_sequence_length(c.task, c.task.length);
 }
 
 int64_t config_eval_stride(const TrainConfig& c) {

@@ -140,7 +140,7 @@ ModelDims model_dims_for(const TrainConfig& c) {
   d.layers = c.layers;
   d.heads = c.heads;
   d.mlp_ratio = c.mlp_ratio;
-  d.max_len = task_sequence_length(c.task, c.task.length);
+  d.max_len = config_max_len(c);
   return d;
 }
 

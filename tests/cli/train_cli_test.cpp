@@ -111,6 +111,11 @@ TEST(TrainCli, CompareErrors) {
   expect_failure("compare --tasks copy --set nonsense=1", "unknown key 'nonsense'");
   expect_failure("compare --steps -1", "--steps");
   expect_failure("compare --tasks copy --steps 10 --set warmup=20", "key 'warmup' must be in [0, steps=10]");
+  expect_failure("compare --tasks copy --sweep copy", "--sweep expects TASK=LENGTHS");
+  expect_failure("compare --tasks copy --sweep copy=0,4", "--sweep copy item '0'");
+  expect_failure("compare --tasks copy --sweep s5=4", "--sweep names task 's5', which is not in --tasks");
+  expect_failure("compare --tasks copy --sweep-rows 0", "--sweep-rows");
+  expect_failure("compare --preset psm --tasks copy", "preset psm has the tasks s5 and recall");
 }
 
 // Every spec is checked before any training: a typo in the last mixer fails at once, an unknown

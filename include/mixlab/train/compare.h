@@ -23,7 +23,14 @@
 //            recall/multihop S = 256 with 64 pairs (a GPU-scale budget: days on a CPU)
 //
 // Outputs in out_dir: compare.csv, compare.json, compare.png (grouped bars: accuracy per task),
-// and runs/<mixer>_<task>.jsonl (metrics of every run).
+// and runs/<mixer>_<task>.jsonl (metrics of every run). With length sweeps also
+// by_length.csv (mixer, task, seed, length, rows, token_error, answer_error) and
+// by_length_<task>.png (error against length, one line per mixer, mean over seeds).
+//
+// Preset psm (seed 004 §4.1-4.2 on this CPU; mixlab/train/compare_presets.cpp has the values):
+//   s5: train on lengths 4..18 with the length curriculum, sweep lengths 1..180 (Fig. 3);
+//   recall: MQAR with 8 pairs, trained with the curriculum up to S = 256, swept at in-distribution
+//   lengths (Fig. 4). Run it per task with that task's mixers (scripts/psm_results.sh).
 //
 // Parallel runs: `jobs` worker threads train (mixer, task) runs concurrently, one intra-op thread
 // each (on a 2-core machine two 1-thread runs finish sooner than one 2-thread run for models of
@@ -41,13 +48,17 @@
 #include <vector>
 
 #include "mixlab/train/config.h"
+#include "mixlab/train/length_sweep.h"
 
 namespace mixlab {
 
 /// The nine mixers of seed 000 Table 1, in its row order (`--mixers all`).
 std::vector<std::string> compare_default_mixers();
-/// Preset names: "default", "paper".
+/// Preset names: "default", "paper", "psm".
 const std::vector<std::string>& compare_presets();
+/// The length sweeps a preset runs by default for these tasks (psm: s5 and recall; others none).
+std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(const std::string& preset,
+                                                                  const std::vector<std::string>& tasks);
 /// The config of one run: `preset` for `task` and `mixer`, then `overrides` (key -> JSON value).
 TrainConfig compare_config(const std::string& preset, const std::string& task, const std::string& mixer,
                            const nlohmann::json& overrides);
@@ -69,6 +80,12 @@ struct CompareOptions {
   // Seeds per (mixer, task): run s uses the config's seed + s (model init and batches change).
   // Accuracies are then the mean over seeds, with min..max beside them; must be >= 1.
   int64_t seeds = 1;
+  // Length sweeps (seed 004 Fig. 3 / 4; mixlab/train/length_sweep.h): after training, every run
+  // of a task listed here is evaluated at each of its lengths on `sweep_rows` held-out rows, the
+  // same rows for every mixer and seed. Each such run's model is built with max_len covering
+  // the longest sweep length (beyond the training length: length generalisation).
+  std::map<std::string, std::vector<int64_t>> sweep_lengths;
+  int64_t sweep_rows = 256;
 };
 
 struct CompareRow {
@@ -94,6 +111,8 @@ struct CompareRow {
   std::map<std::string, std::vector<double>> token_acc_seeds, chain_acc_seeds;
   // recall/multihop: query accuracy by number of links (index 0 = direct), mean over seeds.
   std::map<std::string, std::vector<double>> hop_acc;
+  // Length sweeps: per task, one vector per seed (seed order) of the errors at the sweep lengths.
+  std::map<std::string, std::vector<std::vector<LengthError>>> sweep;
   double train_tokens_per_s = 0;
   double decode_us_per_token = 0;
   int64_t parameters = 0;
@@ -106,8 +125,9 @@ struct CompareReport {
   std::vector<CompareRow> rows;
   nlohmann::json config_example;  // the resolved config of the first run (settings shared by all)
   double seconds = 0;
-  int64_t jobs = 1;   // concurrent runs used
-  int64_t seeds = 1;  // runs per (mixer, task)
+  int64_t jobs = 1;                               // concurrent runs used
+  int64_t seeds = 1;                              // runs per (mixer, task)
+  std::map<std::string, int64_t> trained_length;  // per task, the task length the runs trained on
 };
 
 /// Mean, min and max of one cell over seeds (all 0 for no value).

@@ -12,6 +12,10 @@
 //                        50257 x d_model parameters and the logits B x T x 50257 floats)
 //   eval_tokens 0        lm: evaluate on the first N tokens of the valid stream (0 = all of it)
 //   eval_stride 0        lm: sliding-window stride of the evaluation (0 = length / 2)
+//   max_len 0            longest sequence the model accepts (0 = the longest its task trains
+//                        on); larger to evaluate beyond the training length (length
+//                        generalisation, mixlab/train/length_sweep.h). Changes the parameters of
+//                        mixers with position tables (toeplitz), not of the others
 //   pairs 0              recall/multihop key–value pairs; 0 = default (8)
 //   hop_prob 0.5         multihop link probability
 //   curriculum true      4 phases dividing length and pairs by 8, 4, 2, 1
@@ -62,7 +66,11 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;
   int64_t eval_tokens = 0;  // lm
   int64_t eval_stride = 0;  // lm; 0 = length / 2 (config_eval_stride)
+  int64_t max_len = 0;      // 0 = task_sequence_length(task, task.length) (config_max_len)
 };
+
+/// Largest max_len a config may ask for.
+constexpr int64_t kConfigMaxLen = int64_t{1} << 20;
 
 /// Config files larger than this are refused (a config is a few hundred bytes).
 constexpr int64_t kConfigMaxBytes = int64_t{1} << 20;
@@ -92,6 +100,8 @@ void config_check_memory(const TrainConfig& c, double limit_bytes, const std::st
                          const std::string& limit_name);
 /// Physical memory of this machine in bytes.
 double machine_memory_bytes();
+/// The longest sequence the model of `c` accepts: max_len, or the task's longest when it is 0.
+int64_t config_max_len(const TrainConfig& c);
 /// The lm evaluation stride: eval_stride, or max(1, length / 2) when it is 0.
 int64_t config_eval_stride(const TrainConfig& c);
 /// Schedule: linear warmup lr*(step+1)/warmup for step < warmup, then cosine from lr to 0 at `steps`.

@@ -201,7 +201,7 @@ class Trainer {
 /// The config stored in a checkpoint (for `mixlab eval`). Throws like checkpoint_load.
 TrainConfig checkpoint_read_config(const std::string& path);
 
-/// Model dims for a config (max_len = the longest sequence its task produces).
+/// Model dims for a config (max_len = config_max_len: the key, or the task's longest sequence).
 ModelDims model_dims_for(const TrainConfig& config);
 
 }  // namespace mixlab
