@@ -32,7 +32,8 @@ std::string value_cell(const std::vector<double>& v, int digits) {
   return fmt::format("{:.{}f} ({:.{}f}..{:.{}f})", s.mean, digits, s.lo, digits, s.hi, digits);
 }
 
-// compare.json's "sweep" of a row: task -> one array per seed of {length, rows, token_error, answer_error}.
+// compare.json's "sweep" of a row: task -> one array per seed of {length, rows, token_error,
+// answer_error, final_error}.
 json sweep_json(const CompareRow& r) {
   json out = json::object();
   for (const auto& [task, seeds] : r.sweep) {
@@ -40,8 +41,11 @@ json sweep_json(const CompareRow& r) {
     for (const auto& s : seeds) {
       json points = json::array();
       for (const auto& e : s)
-        points.push_back(
-            {{"length", e.length}, {"rows", e.rows}, {"token_error", e.token_error}, {"answer_error", e.answer_error}});
+        points.push_back({{"length", e.length},
+                          {"rows", e.rows},
+                          {"token_error", e.token_error},
+                          {"answer_error", e.answer_error},
+                          {"final_error", e.final_error}});
       per_seed.push_back(points);
     }
     out[task] = per_seed;
@@ -49,13 +53,24 @@ json sweep_json(const CompareRow& r) {
   return out;
 }
 
-// Mean token error at each sweep length over a row's seeds (the sweeps share their lengths).
-std::vector<std::pair<int64_t, double>> sweep_mean(const std::vector<std::vector<LengthError>>& seeds) {
+// The error the table and chart show: s5's final error (the state after all L permutations, as in
+// seed 004 Fig. 3; its token error averages the easy early prefixes in), else the token error.
+double LengthError::*sweep_metric(const std::string& task) {
+  return task == "s5" ? &LengthError::final_error : &LengthError::token_error;
+}
+std::string sweep_metric_name(const std::string& task) {
+  return task == "s5" ? "error at the last position" : "token error";
+}
+
+// Mean error at each sweep length over a row's seeds (the sweeps share their lengths).
+std::vector<std::pair<int64_t, double>> sweep_mean(const std::vector<std::vector<LengthError>>& seeds,
+                                                   const std::string& task) {
   std::vector<std::pair<int64_t, double>> out;
   if (seeds.empty()) return out;
+  const auto metric = sweep_metric(task);
   for (size_t i = 0; i < seeds.front().size(); ++i) {
     double sum = 0;
-    for (const auto& s : seeds) sum += s.at(i).token_error;
+    for (const auto& s : seeds) sum += s.at(i).*metric;
     out.emplace_back(seeds.front()[i].length, sum / static_cast<double>(seeds.size()));
   }
   return out;
@@ -70,14 +85,15 @@ std::string sweep_table_text(const CompareReport& rep) {
     for (const auto& r : rep.rows) any = any || (r.ran && r.sweep.count(task));
     if (!any) continue;
     const int64_t trained = rep.trained_length.count(task) ? rep.trained_length.at(task) : 0;
-    out += fmt::format("\n{}: token error (%) by length, mean over seeds; trained on lengths <= {}\n", task, trained);
+    out += fmt::format("\n{}: {} (%) by length, mean over seeds; trained on lengths <= {}\n", task,
+                       sweep_metric_name(task), trained);
     out += fmt::format("{:<28} | {:>16} | {:>16} | {:>18}\n", "mixer", "lengths <= " + std::to_string(trained),
                        "lengths > " + std::to_string(trained), "worst (length)");
     for (const auto& r : rep.rows) {
       if (!r.ran || !r.sweep.count(task)) continue;
       double in_sum = 0, out_sum = 0, worst = -1;
       int64_t in_n = 0, out_n = 0, worst_at = 0;
-      for (const auto& [L, err] : sweep_mean(r.sweep.at(task))) {
+      for (const auto& [L, err] : sweep_mean(r.sweep.at(task), task)) {
         (L <= trained ? in_sum : out_sum) += err;
         ++(L <= trained ? in_n : out_n);
         if (err > worst) worst = err, worst_at = L;
@@ -220,27 +236,28 @@ void write_lm_chart(const CompareReport& rep, const std::string& path) {
 
 // by_length.csv: every (mixer, task, seed, length) of the length sweeps.
 std::string sweep_csv(const CompareReport& rep) {
-  std::string csv = "mixer,task,seed,length,rows,token_error,answer_error\n";
+  std::string csv = "mixer,task,seed,length,rows,token_error,answer_error,final_error\n";
   for (const auto& r : rep.rows)
     for (const auto& [task, seeds] : r.sweep)
       for (size_t s = 0; s < seeds.size(); ++s)
         for (const auto& e : seeds[s])
-          csv += fmt::format("\"{}\",{},{},{},{},{:.6f},{:.6f}\n", r.mixer, task, s, e.length, e.rows, e.token_error,
-                             e.answer_error);
+          csv += fmt::format("\"{}\",{},{},{},{},{:.6f},{:.6f},{:.6f}\n", r.mixer, task, s, e.length, e.rows,
+                             e.token_error, e.answer_error, e.final_error);
   return csv;
 }
 
 // by_length_<task>.png: token error against length, one line per mixer (seed 004 Fig. 3 / 4).
 void write_sweep_chart(const CompareReport& rep, const std::string& task, const std::string& path) {
   LineChart chart;
-  chart.title = fmt::format("{}: token error against length (trained on lengths <= {}; preset '{}')", task,
-                            rep.trained_length.count(task) ? rep.trained_length.at(task) : 0, rep.preset);
+  chart.title =
+      fmt::format("{}: {} against length (trained on lengths <= {}; preset '{}')", task, sweep_metric_name(task),
+                  rep.trained_length.count(task) ? rep.trained_length.at(task) : 0, rep.preset);
   chart.x_label = "sequence length";
-  chart.y_label = "token error (%)";
+  chart.y_label = sweep_metric_name(task) + " (%)";
   for (const auto& r : rep.rows) {
     if (!r.ran || !r.sweep.count(task)) continue;
     LineSeries line{r.mixer, {}, {}};
-    for (const auto& [L, err] : sweep_mean(r.sweep.at(task))) {
+    for (const auto& [L, err] : sweep_mean(r.sweep.at(task), task)) {
       line.x.push_back(static_cast<double>(L));
       line.y.push_back(100 * err);
     }

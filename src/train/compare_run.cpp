@@ -226,8 +226,12 @@ CompareReport compare_run(const CompareOptions& o) {
                         format_rate(job.result.tokens_per_s)));
         if (auto sweep = o.sweep_lengths.find(task); sweep != o.sweep_lengths.end()) {
           job.sweep = length_sweep(*job.model, c.task, sweep->second, o.sweep_rows, c.eval_batch, rows_seed);
-          std::string line = fmt::format("compare: {} on {}: error by length:", spec, task);
-          for (const auto& e : job.sweep) line += fmt::format(" {}:{:.1f}%", e.length, 100 * e.token_error);
+          // s5: the error of the whole product (last position); the others: token error.
+          const bool s5 = task == "s5";
+          std::string line =
+              fmt::format("compare: {} on {}: {} by length:", spec, task, s5 ? "last-position error" : "token error");
+          for (const auto& e : job.sweep)
+            line += fmt::format(" {}:{:.1f}%", e.length, 100 * (s5 ? e.final_error : e.token_error));
           log(line + "\n");
         }
       } catch (const Error& e) {

@@ -50,14 +50,20 @@ std::vector<LengthError> length_sweep(DecoderModel& model, const TaskSpec& spec,
   for (int64_t L : lengths) {
     LengthError e;
     e.length = L;
-    int64_t tokens = 0, correct_tokens = 0, answers = 0, correct_answers = 0;
+    int64_t tokens = 0, correct_tokens = 0, answers = 0, correct_answers = 0, final_wrong = 0;
     // All rows of a length are drawn at once and evaluated in slices, so the rows do not depend
     // on batch_size.
     const Batch all = sweep_batch(spec, rows, L, seed);
     for (int64_t done = 0; done < rows;) {
       const int64_t b = std::min(batch_size, rows - done);
       const Batch batch = batch_rows(all, done, b);
-      const BatchScore s = batch_score(model.forward(batch.tokens), batch);
+      const torch::Tensor logits = model.forward(batch.tokens);
+      const BatchScore s = batch_score(logits, batch);
+      // The last scored position of each row: the largest index whose mask is 1.
+      const auto positions = torch::arange(batch.mask.size(1), torch::kFloat32).unsqueeze(0);
+      const auto last = (batch.mask * (positions + 1)).argmax(1, /*keepdim=*/true);  // (b,1)
+      const auto predicted = logits.argmax(2).gather(1, last);
+      final_wrong += predicted.ne(batch.targets.gather(1, last)).sum().item<int64_t>();
       tokens += s.answer_tokens;
       correct_tokens += s.correct_tokens;
       answers += s.answers;
@@ -66,6 +72,7 @@ std::vector<LengthError> length_sweep(DecoderModel& model, const TaskSpec& spec,
     }
     e.rows = rows;
     e.token_error = tokens > 0 ? 1.0 - static_cast<double>(correct_tokens) / static_cast<double>(tokens) : 0.0;
+    e.final_error = static_cast<double>(final_wrong) / static_cast<double>(rows);
     e.answer_error = answers > 0 ? 1.0 - static_cast<double>(correct_answers) / static_cast<double>(answers) : 0.0;
     out.push_back(e);
   }

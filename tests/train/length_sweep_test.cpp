@@ -58,6 +58,8 @@ TEST(LengthSweep, EvaluatesBeyondTheTrainingLengthOnFixedRows) {
     // s5 scores every position as its own answer.
     EXPECT_DOUBLE_EQ(a[i].token_error, a[i].answer_error);
   }
+  // With one permutation the last position is the only one.
+  EXPECT_DOUBLE_EQ(a[0].final_error, a[0].token_error);
   // An untrained model is near chance (119/120 wrong) on long rows, not exactly right anywhere.
   EXPECT_GT(a[2].token_error, 0.8);
   // The rows depend on the seed and the length only, not on how they are batched.
@@ -143,13 +145,18 @@ TEST(TrainCompare, SweepWritesCurvesPerMixerAndSeed) {
   std::ifstream csv(dir / "by_length.csv");
   std::string header, line;
   std::getline(csv, header);
-  EXPECT_EQ(header, "mixer,task,seed,length,rows,token_error,answer_error");
+  EXPECT_EQ(header, "mixer,task,seed,length,rows,token_error,answer_error,final_error");
   int lines = 0;
   while (std::getline(csv, line)) ++lines;
   EXPECT_EQ(lines, 2 * 2 * 3) << "mixers x seeds x lengths";
   EXPECT_TRUE(std::filesystem::exists(dir / "by_length_copy.png"));
   const std::string table = compare_table_text(rep);
   EXPECT_NE(table.find("copy: token error (%) by length"), std::string::npos) << table;
+  // A run whose sweep ends beyond the rows' answers: every final error is a fraction of rows.
+  for (const auto& e : rep.rows[0].sweep.at("copy")[0]) {
+    EXPECT_GE(e.final_error, 0.0);
+    EXPECT_LE(e.final_error, 1.0);
+  }
   EXPECT_NE(table.find("lengths > 6"), std::string::npos) << table;
   // A sweep for a task that does not run is named.
   o.sweep_lengths = {{"s5", {4}}};

@@ -7,9 +7,10 @@
 // sequence of L tokens, T = 2L + 1) and is scored on the answer positions as in training
 // (trainer.h batch_score): token error = wrong answer tokens / answer tokens, answer error =
 // wrong whole answers / answers (s5: every position is an answer, so both are the per-position
-// error; recall: per query). Rows come from a seed stream of their own, disjoint from training
-// and from the trainer's evaluation batches, and are the same for every model given the same
-// seed, so models are compared on identical rows.
+// error; recall: per query), final error = rows whose last scored position is wrong (s5: the
+// state after all L permutations, the quantity of Fig. 3). Rows come from a seed stream of their own, disjoint from
+// training and from the trainer's evaluation batches, and are the same for every model given the same seed, so models
+// are compared on identical rows.
 //
 // Lengths may exceed what the model trained on, up to its max_len (config key max_len).
 // Not supported: lm and textcopy (lm has its own sliding-window evaluation, lm_eval.h).
@@ -29,6 +30,8 @@ struct LengthError {
   int64_t rows = 0;         // rows evaluated
   double token_error = 0;   // fraction of answer tokens predicted wrong (argmax)
   double answer_error = 0;  // fraction of whole answers with any token wrong
+  double final_error = 0;   // fraction of rows whose last scored position is wrong (s5: the
+                            // whole product g_1 ... g_L, Fig. 3's error at length L)
 };
 
 /// Evaluates `model` (under NoGradGuard, eval mode) at every length in `lengths`, in batches of at
