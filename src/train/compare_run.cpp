@@ -148,6 +148,14 @@ CompareReport compare_run(const CompareOptions& o) {
     for (const auto& t : o.tasks) {
       const TrainConfig c = config_of(t, spec);
       check_run_spec(c);
+      // A bad sweep (e.g. a recall length too short for the pairs) fails now, not after training.
+      if (auto sweep = o.sweep_lengths.find(t); sweep != o.sweep_lengths.end()) {
+        try {
+          length_sweep_check(c.task, sweep->second, config_max_len(c));
+        } catch (const Error& e) {
+          MIXLAB_FAIL("compare: --sweep for {}/{}: {}", spec, t, e.what());
+        }
+      }
       T = std::max(T, task_sequence_length(c.task, c.task.length));
       if (rep.config_example.is_null()) rep.config_example = config_to_json(c);
       rep.trained_length[t] = c.task.length;

@@ -26,14 +26,10 @@ Batch sweep_batch(const TaskSpec& spec, int64_t rows, int64_t length, uint64_t s
 
 }  // namespace
 
-std::vector<LengthError> length_sweep(DecoderModel& model, const TaskSpec& spec, const std::vector<int64_t>& lengths,
-                                      int64_t rows, int64_t batch_size, uint64_t seed) {
+void length_sweep_check(const TaskSpec& spec, const std::vector<int64_t>& lengths, int64_t max_len) {
   MIXLAB_CHECK(spec.name != "lm" && spec.name != "textcopy",
                "length_sweep: task {} has no length sweep (copy, recall, multihop and s5 do)", spec.name);
   MIXLAB_CHECK(!lengths.empty(), "length_sweep: lengths is empty");
-  MIXLAB_CHECK(rows >= 1, "length_sweep: rows must be >= 1, got {}", rows);
-  MIXLAB_CHECK(batch_size >= 1, "length_sweep: batch_size must be >= 1, got {}", batch_size);
-  const int64_t max_len = model.dims().max_len;
   for (int64_t L : lengths) {
     const int64_t minimum = spec.name == "s5" ? 1 : spec.name == "copy" ? 1 : 2 * spec.pairs + 3;
     MIXLAB_CHECK(L >= minimum, "length_sweep: length {} is below task {}'s minimum {}{}", L, spec.name, minimum,
@@ -44,6 +40,13 @@ std::vector<LengthError> length_sweep(DecoderModel& model, const TaskSpec& spec,
                  "the config key max_len >= {})",
                  L, T, max_len, T);
   }
+}
+
+std::vector<LengthError> length_sweep(DecoderModel& model, const TaskSpec& spec, const std::vector<int64_t>& lengths,
+                                      int64_t rows, int64_t batch_size, uint64_t seed) {
+  length_sweep_check(spec, lengths, model.dims().max_len);
+  MIXLAB_CHECK(rows >= 1, "length_sweep: rows must be >= 1, got {}", rows);
+  MIXLAB_CHECK(batch_size >= 1, "length_sweep: batch_size must be >= 1, got {}", batch_size);
   torch::NoGradGuard no_grad;
   model.eval();
   std::vector<LengthError> out;

@@ -115,6 +115,9 @@ TEST(TrainCli, CompareErrors) {
   expect_failure("compare --tasks copy --sweep copy=0,4", "--sweep copy item '0'");
   expect_failure("compare --tasks copy --sweep s5=4", "--sweep names task 's5', which is not in --tasks");
   expect_failure("compare --tasks copy --sweep-rows 0", "--sweep-rows");
+  // Checked before any training: 8 pairs need rows of at least 19 tokens.
+  expect_failure("compare --tasks recall --sweep recall=10,64", "length 10 is below task recall's minimum 19");
+  expect_failure("compare --tasks lm --sweep lm=64", "task lm has no length sweep");
   expect_failure("compare --preset psm --tasks copy", "preset psm has the tasks s5 and recall");
 }
 

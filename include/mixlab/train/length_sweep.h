@@ -41,6 +41,10 @@ struct LengthError {
 std::vector<LengthError> length_sweep(DecoderModel& model, const TaskSpec& spec, const std::vector<int64_t>& lengths,
                                       int64_t rows, int64_t batch_size, uint64_t seed);
 
+/// The checks of length_sweep that need no model (task, lengths, max_len), so that a driver can
+/// refuse a bad sweep before training.
+void length_sweep_check(const TaskSpec& spec, const std::vector<int64_t>& lengths, int64_t max_len);
+
 /// Parses "4,8,16" or ranges "19-180/20" (from 19 to 180 in steps of 20, 180 included) into
 /// sorted distinct lengths >= 1. Throws mixlab::Error naming `what` and the bad item.
 std::vector<int64_t> length_list_parse(const std::string& text, const std::string& what);
