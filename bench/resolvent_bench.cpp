@@ -6,7 +6,10 @@
 //   BM_OpForward/<pattern>/<T>         resolvent_forward, B=1 H=4 D=64, float32
 //   BM_OpForwardBackward/<pattern>/<T> forward + backward (all gradients)
 //   BM_RefForward/<pattern>/<T>        dense A, B and torch::linalg_solve_triangular (T <= 1024,
-//                                      and pow2 at 4096)
+//                                      and pow2, dense and causal at 4096)
+//   BM_OpForward(Backward)?Rows/<pattern>/<T>  where the block solve applies, with it off: the
+//                                      row kernel, for the before/after in one run (the op's
+//                                      label says which kernel ran: blocks or rows)
 //   BM_RefForwardBackward/<pattern>/<T>
 //   BM_OpForwardH1 / BM_RefForwardH1   pow2 at T = 16384 with H = 1 (the reference needs 1 GiB
 //                                      per T×T float matrix per head)
@@ -25,8 +28,10 @@ namespace {
 using mixlab::Pattern;
 using torch::Tensor;
 
-const std::vector<std::string> kPatterns = {"dense",      "band:64",      "pow2",   "square",
-                                            "pow2+cache", "square+cache", "order:1"};
+const std::vector<std::string> kPatterns = {"dense",  "causal",     "band:64",      "band:256", "pow2",
+                                            "square", "pow2+cache", "square+cache", "order:1"};
+// Patterns that read every earlier row: O(T²) for the op too, so they stop at 4096.
+bool quadratic(const std::string& spec) { return spec == "dense" || spec == "causal"; }
 constexpr int64_t kD = 64;
 
 struct Inputs {
@@ -68,9 +73,22 @@ double op_saved_bytes(const Inputs& in) {
   return double(mixlab::tensor_bytes(in.alpha) + mixlab::tensor_bytes(in.beta) + 2 * mixlab::tensor_bytes(in.x));
 }
 
+// Which kernel resolvent_forward takes: "blocks" (the BLAS-3 block solve of dense windows) or
+// "rows"; the *Rows families turn the block solve off to time the row kernel in the same run.
+void set_kernel_label(benchmark::State& st, const Pattern& p, int64_t T) {
+  st.SetLabel(mixlab::resolvent_uses_dense_blocks(p, T) ? "blocks" : "rows");
+}
+
+struct RowKernelOnly {
+  mixlab::ResolventDenseBlocks saved = mixlab::resolvent_dense_blocks();
+  RowKernelOnly() { mixlab::set_resolvent_dense_blocks({int64_t(1) << 40, saved.rows}); }
+  ~RowKernelOnly() { mixlab::set_resolvent_dense_blocks(saved); }
+};
+
 void BM_OpForward(benchmark::State& st, const std::string& spec, int64_t H) {
   const int64_t T = st.range(0);
   auto p = Pattern::parse(spec);
+  set_kernel_label(st, p, T);
   auto in = make_inputs(p, H, T, false);
   torch::NoGradGuard ng;
   for (auto _ : st) benchmark::DoNotOptimize(mixlab::resolvent_forward(in.alpha, in.beta, in.x, p));
@@ -80,6 +98,7 @@ void BM_OpForward(benchmark::State& st, const std::string& spec, int64_t H) {
 void BM_OpForwardBackward(benchmark::State& st, const std::string& spec) {
   const int64_t T = st.range(0), H = 4;
   auto p = Pattern::parse(spec);
+  set_kernel_label(st, p, T);
   auto in = make_inputs(p, H, T, true);
   auto g = torch::randn({1, H, T, kD});
   for (auto _ : st) {
@@ -154,11 +173,28 @@ void BM_MemoryCopy(benchmark::State& st) {
 }
 
 int register_all() {
-  const std::vector<int64_t> Ts = {256, 1024, 4096, 16384, 65536};
+  const std::vector<int64_t> Ts = {256, 1024, 2048, 4096, 16384, 65536};
   for (const auto& spec : kPatterns) {
     for (auto T : Ts) {
-      // The dense pattern's index alone is T·(T−1) int64: stop it at 4096 like the reference.
-      if (spec == "dense" && T > 4096) continue;
+      if (quadratic(spec) ? T > 4096 : T == 2048) continue;
+      if (mixlab::resolvent_uses_dense_blocks(Pattern::parse(spec), T)) {
+        benchmark::RegisterBenchmark(("BM_OpForwardRows/" + spec).c_str(),
+                                     [spec](benchmark::State& s) {
+                                       RowKernelOnly rows;
+                                       BM_OpForward(s, spec, 4);
+                                     })
+            ->Arg(T)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark(("BM_OpForwardBackwardRows/" + spec).c_str(),
+                                     [spec](benchmark::State& s) {
+                                       RowKernelOnly rows;
+                                       BM_OpForwardBackward(s, spec);
+                                     })
+            ->Arg(T)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
       benchmark::RegisterBenchmark(("BM_OpForward/" + spec).c_str(),
                                    [spec](benchmark::State& s) { BM_OpForward(s, spec, 4); })
           ->Arg(T)
@@ -170,8 +206,8 @@ int register_all() {
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
       // The reference is a dense T×T solve whatever the pattern (its cost does not depend on
-      // it): every pattern up to 1024, pow2 alone at 4096 (3+ s a call), none above.
-      if (T <= 1024 || (T == 4096 && spec == "pow2")) {
+      // it): every pattern up to 1024, pow2 and the quadratic ones at 4096 (2-4 s a call), none above.
+      if (T <= 1024 || quadratic(spec) || (T == 4096 && spec == "pow2")) {
         benchmark::RegisterBenchmark(("BM_RefForward/" + spec).c_str(),
                                      [spec](benchmark::State& s) { BM_RefForward(s, spec, 4); })
             ->Arg(T)

@@ -7,6 +7,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/resolvent/resolvent.h"
+#include "resolvent_dense_blocks.h"
 #include "resolvent_kernel.h"
 #include "static_switch.h"
 
@@ -180,6 +181,11 @@ int64_t scratch_row_elems(bool use_blocked, int64_t D) {
 template <typename scalar_t>
 void forward_slices(const detail::ResolventParams<scalar_t>& base, const SliceInputs& in, bool use_blocked, scalar_t* y,
                     int64_t begin, int64_t end) {
+  if (detail::dense_blocks_apply(base, in.gate.numel() > 0)) {
+    for (int64_t bh = begin; bh < end; ++bh)
+      detail::resolvent_forward_slice_dense(in.at(base, bh), y + bh * base.T * base.D);
+    return;
+  }
   const int64_t n = scratch_row_elems(use_blocked, base.D);
   std::vector<scalar_t> scratch(2 * n);
   resolvent_kernel_flags(base, in.gate.numel() > 0, [&](auto a, auto b, auto o, auto g) {
@@ -231,7 +237,7 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
     const SliceInputs in{alpha, beta, gate, x, px, py, Np, Np};
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "resolvent_backward", [&] {
       const auto base = make_params<scalar_t>(rows, D, WA, WB, Np);
-      const bool use_blocked = blocked(rows);
+      const bool use_blocked = blocked(rows), dense = detail::dense_blocks_apply(base, gated);
       at::parallel_for(0, BH, 1, [&](int64_t begin, int64_t end) {
         const int64_t n = scratch_row_elems(use_blocked, D);
         std::vector<scalar_t> scratch(4 * n);
@@ -249,6 +255,10 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
             gr.dbeta = dbeta.data_ptr<scalar_t>() + bh * T * WB;
             gr.dx = dx.data_ptr<scalar_t>() + off;
             gr.dgate = gated ? dgate.data_ptr<scalar_t>() + off : nullptr;
+            if (dense) {
+              detail::resolvent_backward_slice_dense(p, yb, gr);
+              continue;
+            }
             if constexpr (kO) {
               if (use_blocked) {
                 detail::resolvent_backward_slice_blocked<scalar_t, kA, kB, kG>(p, yb, gr, sc, sc + n, sc + 2 * n,

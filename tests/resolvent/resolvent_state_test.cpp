@@ -67,7 +67,9 @@ TEST_P(StepEqualsForward, RowByRow) {
     }
     for (int64_t t = 0; t < T; ++t) {
       auto yt = step_row(s, p, st, t);
-      ASSERT_TRUE(all_close(yt, y.select(2, t), 0, 1e-5)) << GetParam() << " t=" << t << " gated=" << gated;
+      // float32: the forward of dense windows (dense, linear, causal at T >= 65) sums by BLAS
+      // blocks, the step row by row, so the order differs: a few ulps of |y| (up to ~20 here).
+      ASSERT_TRUE(all_close(yt, y.select(2, t), 2e-6, 1e-5)) << GetParam() << " t=" << t << " gated=" << gated;
       ASSERT_EQ(st.position(), t + 1);
     }
     EXPECT_GT(st.bytes(), 0);

@@ -24,7 +24,9 @@
 // contiguous over D. float32 accumulates in float32, float64 in float64.
 // Two kernels: translation-invariant patterns (all but +cache) from position 0 take a blocked
 // forward substitution (seed 000 B.4: blocks of 64 rows; for each offset, the block's reads of
-// earlier rows are one contiguous range) and build no (T,W) index; +cache patterns, chunks
+// earlier rows are one contiguous range) and build no (T,W) index; patterns that read every
+// offset 1..W of a wide window (dense, causal) take BLAS-3 block solves instead (see
+// ResolventDenseBlocks below; O(T·(W + 128)) panel work, still no T×T tensor); +cache patterns, chunks
 // that continue a state, and decode take the row-by-row kernel over the PatternIndex.
 // Figures: docs/BENCHMARKS.md (resolvent section).
 //
@@ -66,6 +68,23 @@ torch::Tensor resolvent_forward(const torch::Tensor& alpha, const torch::Tensor&
 /// O(T³) time; for tests and benchmarks only. Differentiable through torch autograd.
 torch::Tensor resolvent_reference(const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& x,
                                   const Pattern& pattern, const torch::Tensor& gate = {});
+
+/// The block-diagonal dense solve (seed 000 B.4): patterns whose rows read the contiguous
+/// offsets 1..W with W >= min_width (dense, causal, wide band:W, offsets:1,2,...,n), ungated and
+/// from position 0, run in blocks of `rows` rows with BLAS-3 panels instead of row by row. The
+/// result is the same function (tests compare both kernels). Process-wide; set it before calls,
+/// not while one runs: it exists so that tests can reach the block path at small T and
+/// benchmarks can time both kernels in one run.
+struct ResolventDenseBlocks {
+  int64_t min_width = 64;  // a huge value turns the block solve off
+  int64_t rows = 128;
+};
+ResolventDenseBlocks resolvent_dense_blocks();
+/// Throws mixlab::Error for min_width < 1 or rows < 1.
+void set_resolvent_dense_blocks(const ResolventDenseBlocks& tuning);
+/// Whether resolvent_forward over `pattern` at length T from position 0 takes the block solve
+/// under the current tuning.
+bool resolvent_uses_dense_blocks(const Pattern& pattern, int64_t T, bool gated = false);
 
 /// What a decode state stores per held position.
 struct ResolventStateLayout {

@@ -1,0 +1,208 @@
+// The block-diagonal dense solve of seed 000 B.4: see resolvent_dense_blocks.h.
+#include "resolvent_dense_blocks.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "mixlab/core/error.h"
+#include "mixlab/resolvent/resolvent.h"
+
+namespace mixlab {
+namespace {
+
+// Defaults measured with bench_resolvent (docs/BENCHMARKS.md, "The block-diagonal dense solve"):
+// the block solve already wins from a window of 64 (band:64 forward+backward about 2x), breaks
+// even near 32 and loses below (band:16: its panels are mostly zeros); 128-row blocks keep a
+// 4096-row window's panel at 2 MiB.
+std::atomic<int64_t> g_min_width{64};
+std::atomic<int64_t> g_rows{128};
+
+}  // namespace
+
+ResolventDenseBlocks resolvent_dense_blocks() { return {g_min_width.load(), g_rows.load()}; }
+
+void set_resolvent_dense_blocks(const ResolventDenseBlocks& tuning) {
+  MIXLAB_CHECK(tuning.min_width >= 1, "set_resolvent_dense_blocks: min_width must be >= 1, got {}", tuning.min_width);
+  MIXLAB_CHECK(tuning.rows >= 1, "set_resolvent_dense_blocks: rows must be >= 1, got {}", tuning.rows);
+  g_min_width.store(tuning.min_width);
+  g_rows.store(tuning.rows);
+}
+
+bool resolvent_uses_dense_blocks(const Pattern& pattern, int64_t T, bool gated) {
+  if (!pattern.translation_invariant() || T < 1) return false;
+  const auto offsets = pattern.offsets_upto(T - 1);
+  return detail::dense_blocks_for(offsets.data(), static_cast<int64_t>(offsets.size()), gated);
+}
+
+namespace detail {
+namespace {
+
+template <typename scalar_t>
+at::Tensor view(const scalar_t* data, int64_t rows, int64_t cols) {
+  return torch::from_blob(const_cast<scalar_t*>(data), {rows, cols},
+                          torch::TensorOptions().dtype(c10::CppTypeToScalarType<scalar_t>::value));
+}
+
+// The rows [r0, r1) of one block and the first row [lo, ...) any of them reads.
+struct Block {
+  int64_t r0, r1, lo;
+  int64_t m() const { return r1 - r0; }
+};
+
+Block block_at(int64_t r0, int64_t rows, int64_t T, int64_t W) {
+  return {r0, std::min(T, r0 + rows), std::max<int64_t>(0, r0 - W)};
+}
+
+// PA (m × (r1 − lo)): PA[i − r0][j − lo] = alpha slot i − j (slot 0 = the diagonal) for
+// 0 <= i − j <= W, else 0. Row i of alpha read backwards.
+template <typename scalar_t>
+void panel_a(const ResolventParams<scalar_t>& p, const Block& b, scalar_t* pa) {
+  const int64_t cols = b.r1 - b.lo;
+  std::fill(pa, pa + b.m() * cols, scalar_t(0));
+  for (int64_t i = b.r0; i < b.r1; ++i) {
+    scalar_t* row = pa + (i - b.r0) * cols;
+    const scalar_t* a = p.alpha + i * p.WA;
+    const int64_t j0 = std::max(b.lo, i - p.W);
+    for (int64_t j = j0; j <= i; ++j) row[j - b.lo] = a[i - j];
+  }
+}
+
+// PB (m × (r1 − lo)): PB[i − r0][j − lo] = beta slot i − j − 1 for 1 <= i − j <= W, else 0
+// (the in-block part too: the forward reads it for the triangle, the backward multiplies it).
+template <typename scalar_t>
+void panel_b(const ResolventParams<scalar_t>& p, const Block& b, scalar_t* pb) {
+  const int64_t cols = b.r1 - b.lo;
+  std::fill(pb, pb + b.m() * cols, scalar_t(0));
+  for (int64_t i = b.r0; i < b.r1; ++i) {
+    scalar_t* row = pb + (i - b.r0) * cols;
+    const scalar_t* bt = p.beta + i * p.WB;
+    const int64_t j0 = std::max(b.lo, i - p.W);
+    for (int64_t j = j0; j < i; ++j) row[j - b.lo] = bt[i - j - 1];
+  }
+}
+
+// Reads a block's product M (m × (r1 − lo)), M[i − r0][j − lo] = <z_i, v_j>, back into the
+// row-compressed gradient at the slots the panel builders read: slot i − j − shift (shift 0:
+// alpha, slot 0 the diagonal; shift 1: beta).
+template <typename scalar_t>
+void scatter_slots(const ResolventParams<scalar_t>& p, const Block& b, const scalar_t* M, int64_t shift, int64_t slots,
+                   scalar_t* grad) {
+  const int64_t cols = b.r1 - b.lo;
+  for (int64_t i = b.r0; i < b.r1; ++i) {
+    const scalar_t* row = M + (i - b.r0) * cols;
+    scalar_t* g = grad + i * slots;
+    const int64_t j0 = std::max(b.lo, i - p.W);
+    for (int64_t j = j0; j <= i - shift; ++j) g[i - j - shift] = row[j - b.lo];
+  }
+}
+
+}  // namespace
+
+bool dense_blocks_for(const int64_t* offsets, int64_t W, bool gated) {
+  // Offsets strictly increase from 1, so they are 1..W exactly when the last one is W.
+  return !gated && offsets != nullptr && W > 0 && offsets[W - 1] == W &&
+         W >= g_min_width.load(std::memory_order_relaxed);
+}
+
+template <typename scalar_t>
+bool dense_blocks_apply(const ResolventParams<scalar_t>& p, bool gated) {
+  return p.Np == 0 && dense_blocks_for(p.offsets, p.W, gated);
+}
+
+template <typename scalar_t>
+void resolvent_forward_slice_dense(const ResolventParams<scalar_t>& p, scalar_t* y) {
+  const int64_t T = p.T, D = p.D, W = p.W, rows = g_rows.load(std::memory_order_relaxed);
+  const bool kA = p.WA > 1, kB = p.WB > 0;
+  std::vector<scalar_t> panel(static_cast<size_t>(std::min(rows, T) * (std::min(rows, T) + W)));
+  for (int64_t r0 = 0; r0 < T; r0 += rows) {
+    const Block b = block_at(r0, rows, T, W);
+    const int64_t m = b.m(), cols = b.r1 - b.lo;
+    auto out = view(y + b.r0 * D, m, D);
+    if (kA) {
+      panel_a(p, b, panel.data());
+      at::mm_out(out, view(panel.data(), m, cols), view(p.x + b.lo * D, cols, D));
+    } else {
+      for (int64_t i = b.r0; i < b.r1; ++i)
+        for (int64_t d = 0; d < D; ++d) y[i * D + d] = p.alpha[i * p.WA] * p.x[i * D + d];
+    }
+    if (!kB) continue;
+    panel_b(p, b, panel.data());
+    if (b.r0 > b.lo)
+      out.addmm_(view(panel.data(), m, cols).narrow(1, 0, b.r0 - b.lo), view(y + b.lo * D, b.r0 - b.lo, D));
+    // The triangle inside the block, row by row: y_i += sum_{r0 <= j < i} PB[i][j] y_j.
+    for (int64_t i = b.r0 + 1; i < b.r1; ++i) {
+      const scalar_t* pb = panel.data() + (i - b.r0) * cols;
+      scalar_t* __restrict yi = y + i * D;
+      for (int64_t j = std::max(b.r0, i - W); j < i; ++j) {
+        const scalar_t c = pb[j - b.lo];
+        const scalar_t* __restrict yj = y + j * D;
+        for (int64_t d = 0; d < D; ++d) yi[d] += c * yj[d];
+      }
+    }
+  }
+}
+
+template <typename scalar_t>
+void resolvent_backward_slice_dense(const ResolventParams<scalar_t>& p, const scalar_t* y,
+                                    const ResolventGrads<scalar_t>& gr) {
+  const int64_t T = p.T, D = p.D, W = p.W, rows = g_rows.load(std::memory_order_relaxed);
+  const bool kA = p.WA > 1, kB = p.WB > 0;
+  const int64_t cap = std::min(rows, T) * (std::min(rows, T) + W);
+  std::vector<scalar_t> panel(static_cast<size_t>(cap)), prod(static_cast<size_t>(cap));
+  const int64_t last = ((T - 1) / rows) * rows;
+  for (int64_t r0 = last; r0 >= 0; r0 -= rows) {
+    const Block b = block_at(r0, rows, T, W);
+    const int64_t m = b.m(), cols = b.r1 - b.lo, before = b.r0 - b.lo;
+    auto z = view(gr.h + b.r0 * D, m, D);  // final once the triangle below is done
+    if (kB) {
+      panel_b(p, b, panel.data());
+      // The triangle, from the block's last row up: z_i is final, then it feeds the rows it read.
+      for (int64_t i = b.r1 - 1; i > b.r0; --i) {
+        const scalar_t* pb = panel.data() + (i - b.r0) * cols;
+        const scalar_t* __restrict zi = gr.h + i * D;
+        for (int64_t j = std::max(b.r0, i - W); j < i; ++j) {
+          const scalar_t c = pb[j - b.lo];
+          scalar_t* __restrict hj = gr.h + j * D;
+          for (int64_t d = 0; d < D; ++d) hj[d] += c * zi[d];
+        }
+      }
+      auto PB = view(panel.data(), m, cols);
+      if (before > 0) view(gr.h + b.lo * D, before, D).addmm_(PB.narrow(1, 0, before).t(), z);
+      // dbeta: <z_i, y_j> for the slots row i reads.
+      auto dot_y = view(prod.data(), m, cols);
+      at::mm_out(dot_y, z, view(y + b.lo * D, cols, D).t());
+      scatter_slots(p, b, prod.data(), 1, p.WB, gr.dbeta);
+    }
+    if (kA) {
+      panel_a(p, b, panel.data());
+      view(gr.dx + b.lo * D, cols, D).addmm_(view(panel.data(), m, cols).t(), z);
+      auto dot_x = view(prod.data(), m, cols);
+      at::mm_out(dot_x, z, view(p.x + b.lo * D, cols, D).t());
+      scatter_slots(p, b, prod.data(), 0, p.WA, gr.dalpha);
+    } else {
+      for (int64_t i = b.r0; i < b.r1; ++i) {
+        const scalar_t a0 = p.alpha[i * p.WA];
+        scalar_t s = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          gr.dx[i * D + d] += a0 * gr.h[i * D + d];
+          s += gr.h[i * D + d] * p.x[i * D + d];
+        }
+        gr.dalpha[i * p.WA] = s;
+      }
+    }
+  }
+}
+
+#define MIXLAB_DENSE_BLOCKS(T)                                                   \
+  template bool dense_blocks_apply<T>(const ResolventParams<T>&, bool);          \
+  template void resolvent_forward_slice_dense<T>(const ResolventParams<T>&, T*); \
+  template void resolvent_backward_slice_dense<T>(const ResolventParams<T>&, const T*, const ResolventGrads<T>&);
+MIXLAB_DENSE_BLOCKS(float)
+MIXLAB_DENSE_BLOCKS(double)
+#undef MIXLAB_DENSE_BLOCKS
+
+}  // namespace detail
+}  // namespace mixlab
