@@ -14,9 +14,10 @@ namespace mixlab {
 namespace {
 
 // Defaults measured with bench_resolvent (docs/BENCHMARKS.md, "The block-diagonal dense solve"):
-// the block solve already wins from a window of 64 (band:64 forward+backward about 2x), breaks
-// even near 32 and loses below (band:16: its panels are mostly zeros); 128-row blocks keep a
-// 4096-row window's panel at 2 MiB.
+// from a window of 64 the block solve wins both ways (band:64 forward 1.3-1.7x, forward+backward
+// about 2x the row kernel); at 32 the forward is at parity, below it loses (band:16 forward
+// 0.6x: the panels of a narrow window are mostly zeros). 128-row blocks keep a 4096-row window's
+// panel at 2 MiB.
 std::atomic<int64_t> g_min_width{64};
 std::atomic<int64_t> g_rows{128};
 

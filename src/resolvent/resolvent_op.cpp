@@ -128,8 +128,9 @@ ResolventRows rows_from_context(AutogradContext* ctx) {
 }
 
 // The blocked kernel pays when rows read far back (measured: pow2 and square at T >= 16384,
-// docs/BENCHMARKS.md (resolvent section)); when every offset stays within a block (band:W with W <= 64,
-// order:K, short offset lists) the row kernel already reads cached rows and is faster.
+// docs/BENCHMARKS.md (resolvent section)); when every offset stays within a block (band:W with W < 64,
+// order:K, short offset lists) the row kernel already reads cached rows and is faster. Windows
+// of every offset 1..W with W >= 64 take the BLAS-3 block solve instead (resolvent_dense_blocks.h).
 bool blocked(const ResolventRows& rows) {
   return rows.offsets != nullptr && rows.W > 0 && rows.offsets[rows.W - 1] > detail::kBlockRows;
 }

@@ -22,12 +22,14 @@
 // a scatter over each row's pattern while going from the last row to the first). No T×T tensor
 // anywhere; memory O(B·H·T·(D + W)). Parallel over B·H with at::parallel_for; inner loops are
 // contiguous over D. float32 accumulates in float32, float64 in float64.
-// Two kernels: translation-invariant patterns (all but +cache) from position 0 take a blocked
-// forward substitution (seed 000 B.4: blocks of 64 rows; for each offset, the block's reads of
-// earlier rows are one contiguous range) and build no (T,W) index; patterns that read every
-// offset 1..W of a wide window (dense, causal) take BLAS-3 block solves instead (see
-// ResolventDenseBlocks below; O(T·(W + 128)) panel work, still no T×T tensor); +cache patterns, chunks
-// that continue a state, and decode take the row-by-row kernel over the PatternIndex.
+// Three kernels. Patterns whose rows read every offset 1..W of a window of W >= 64 (dense,
+// causal, linear, band:W), ungated and from position 0, take BLAS-3 block solves (seed 000 B.4:
+// 128-row blocks, one GEMM panel per block, the in-block triangle row by row; O(T·(W + 128))
+// panel work and memory per slice, still no T×T tensor; see ResolventDenseBlocks below). Other
+// translation-invariant patterns (all but +cache) from position 0 take a blocked forward
+// substitution (blocks of 64 rows; for each offset, the block's reads of earlier rows are one
+// contiguous range) and build no (T,W) index. +cache patterns, chunks that continue a state,
+// gated dense windows and decode take the row-by-row kernel over the PatternIndex.
 // Figures: docs/BENCHMARKS.md (resolvent section).
 //
 // Chunked prefill: pass a ResolventState as `past`: the chunk's rows are the absolute positions
