@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Runs mixlab's benchmark suite (issue 17 item 6): every bench binary, each kernel beside the
+# baseline it is compared with in the same binary and run, on an idle machine.
+#
+#   bash scripts/bench.sh [--quick] [--filter RE] [--out DIR] [--force]
+#
+#   --quick      small sizes and one repetition per case (about 3 minutes on the 2-core machine)
+#   --filter RE  only binaries whose name matches RE (e.g. 'resolvent|scan')
+#   --out DIR    where results go (default runs/bench-<UTC time>)
+#   --force      run even when the 1-minute load average is above 0.5 (the load is recorded)
+#
+# Writes DIR/machine.json (CPU model, cores, BLAS, LibTorch version, commit, load before and
+# after), DIR/<binary>.json (Google Benchmark JSON, or the binary's own table for
+# bench_psm_decode) and DIR/tables.md (one markdown table per binary: time, CPU time and the
+# counters each case reports). docs/BENCHMARKS.md quotes these tables with their commands.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+quick=0
+filter=.
+out=""
+force=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --filter) filter="${2:?--filter needs a regular expression}"; shift ;;
+    --out) out="${2:?--out needs a directory}"; shift ;;
+    --force) force=1 ;;
+    *) echo "bench.sh: unknown argument '$1' (expected --quick, --filter RE, --out DIR, --force)" >&2; exit 2 ;;
+  esac
+  shift
+done
+out="${out:-$here/runs/bench-$(date -u +%Y%m%dT%H%M%SZ)}"
+
+load_now() { cut -d' ' -f1 /proc/loadavg; }
+load_before=$(load_now)
+if awk -v l="$load_before" 'BEGIN { exit !(l > 0.5) }'; then
+  if [ "$force" = 1 ]; then
+    echo "bench.sh: warning: 1-minute load average is $load_before (> 0.5); timings will be noisy" >&2
+  else
+    echo "bench.sh: 1-minute load average is $load_before (> 0.5): the machine is not idle, refusing to" \
+      "benchmark (wait, or pass --force to run anyway and record the load)" >&2
+    exit 1
+  fi
+fi
+
+build="${MIXLAB_BUILD_DIR:-$here/build}"
+MIXLAB_BUILD_DIR="$build" MIXLAB_TARGETS="bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_decode bench_psm_decode bench_brl bench_data" \
+  bash "$here/scripts/build.sh" -DMIXLAB_BUILD_BENCH=ON >/dev/null
+# The build just loaded the machine: let the load settle before the first timing.
+if [ "$force" = 0 ]; then
+  for _ in $(seq 60); do
+    awk -v l="$(load_now)" 'BEGIN { exit !(l > 0.5) }' || break
+    sleep 5
+  done
+fi
+mkdir -p "$out"
+
+# Per binary: the cases and repetitions of a full and of a quick run. Quick keeps one size
+# where a kernel meets its baseline; full runs everything with 3 repetitions (medians).
+declare -A quick_filter=(
+  [bench_resolvent]='BM_(Op|Ref)Forward(Backward)?(Rows)?/(dense|causal|band:64|pow2|square|pow2\+cache)/1024/|BM_Decode/pow2\+cache/8192|BM_MemoryCopy'
+  [bench_scan]='BM_Kernel/./(0/1024/./64|1/1024/./0)/|BM_Decode/|BM_SoftmaxAttention/1024/'
+  [bench_selective_scan]='BM_Scan/(fused|order1)/.*/1024$|BM_Scan/loop/fwd/1024$|BM_Scan/loop/fwd\+bwd/64$'
+  [bench_toeplitz]='/(1024|4096)(/|$)'
+  [bench_brl]='BM_(FwdBwd|Inference)/./1024/|BM_DecodeAt/./1024/'
+  [bench_data]='.'
+)
+declare -A quick_args=(
+  [bench_decode]='--max_context=4096 --paths=fast'
+  [bench_psm_decode]='--max 4096 --window 64'
+)
+declare -A full_args=(
+  [bench_decode]=''
+  [bench_psm_decode]=''
+)
+
+export MIXLAB_THREADS="${MIXLAB_THREADS:-2}"
+run_bin() {  # runs one binary; its output goes to $out/<bin>.json (or .md)
+  local bin=$1 exe="$build/bench/$1" args
+  case "$bin" in
+    bench_psm_decode)
+      # Not a Google Benchmark binary: it prints its own markdown table.
+      args=${full_args[$bin]}
+      [ "$quick" = 1 ] && args=${quick_args[$bin]}
+      # shellcheck disable=SC2086
+      "$exe" $args >"$out/$bin.md" ;;
+    bench_decode)
+      args=${full_args[$bin]}
+      [ "$quick" = 1 ] && args=${quick_args[$bin]}
+      # shellcheck disable=SC2086
+      "$exe" $args --benchmark_out="$out/$bin.json" --benchmark_out_format=json >/dev/null ;;
+    *)
+      if [ "$quick" = 1 ]; then
+        "$exe" --benchmark_filter="${quick_filter[$bin]}" --benchmark_out="$out/$bin.json" \
+          --benchmark_out_format=json >/dev/null
+      else
+        "$exe" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+          --benchmark_out="$out/$bin.json" --benchmark_out_format=json >/dev/null
+      fi ;;
+  esac
+}
+failed=()
+start=$(date +%s)
+for bin in bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_brl bench_data bench_decode bench_psm_decode; do
+  [[ "$bin" =~ $filter ]] || continue
+  echo "== $bin" >&2
+  t0=$(date +%s)
+  # One failing binary (e.g. bench_data without the Brown corpus) does not stop the others.
+  if ! run_bin "$bin"; then
+    echo "bench.sh: $bin failed; its results are missing from tables.md" >&2
+    failed+=("$bin")
+    rm -f "$out/$bin.json" "$out/$bin.md"
+  fi
+  echo "   $(( $(date +%s) - t0 )) s" >&2
+done
+seconds=$(( $(date +%s) - start ))
+
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)
+torch_version=$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo unknown)
+/usr/bin/python3 - "$out" "$load_before" "$(load_now)" "$seconds" "$quick" "$blas" "$torch_version" \
+  "$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)" <<'PY'
+import glob, json, os, platform, sys
+out, load_before, load_after, seconds, quick, blas, torch_version, commit = sys.argv[1:9]
+cpu = "unknown"
+for line in open("/proc/cpuinfo"):
+    if line.startswith("model name"):
+        cpu = line.split(":", 1)[1].strip()
+        break
+machine = {
+    "cpu": cpu, "cores": os.cpu_count(), "blas": blas, "libtorch": torch_version,
+    "kernel": platform.release(), "commit": commit, "quick": quick == "1",
+    "threads": int(os.environ.get("MIXLAB_THREADS", "2")),
+    "load_before": float(load_before), "load_after": float(load_after), "seconds": int(seconds),
+}
+with open(os.path.join(out, "machine.json"), "w") as f:
+    json.dump(machine, f, indent=2)
+skip = {"iterations", "real_time", "cpu_time", "time_unit", "name", "run_name", "run_type", "repetitions",
+        "repetition_index", "threads", "family_index", "per_family_instance_index", "aggregate_name",
+        "aggregate_unit", "label"}
+lines = [f"# mixlab benchmarks ({'quick' if machine['quick'] else 'full'} run)", "",
+         f"{cpu}, {machine['cores']} cores, {machine['threads']} threads, BLAS {blas}, LibTorch {torch_version}, "
+         f"commit {commit[:10]}, load {load_before} before / {load_after} after, {seconds} s.", ""]
+for path in sorted(glob.glob(os.path.join(out, "*.json"))):
+    name = os.path.basename(path)[:-5]
+    if name == "machine":
+        continue
+    runs = [b for b in json.load(open(path)).get("benchmarks", [])
+            if b.get("run_type") != "aggregate" or b.get("aggregate_name") == "median"]
+    counters = sorted({k for b in runs for k in b if k not in skip})
+    lines += [f"## {name}", "", "| case | label | time | CPU time | " + " | ".join(counters) + " |",
+              "|---|---|---:|---:|" + "---:|" * len(counters)]
+    for b in runs:
+        unit = b.get("time_unit", "")
+        cells = [f"{b[k]:.4g}" if isinstance(b.get(k), (int, float)) else "" for k in counters]
+        lines.append(f"| {b['name']} | {b.get('label', '')} | {b['real_time']:.4g} {unit} | "
+                     f"{b['cpu_time']:.4g} {unit} | " + " | ".join(cells) + " |")
+    lines.append("")
+for path in sorted(glob.glob(os.path.join(out, "*.md"))):
+    if os.path.basename(path) == "tables.md":
+        continue
+    lines += [f"## {os.path.basename(path)[:-3]}", "", open(path).read().strip(), ""]
+with open(os.path.join(out, "tables.md"), "w") as f:
+    f.write("\n".join(lines))
+print(os.path.join(out, "tables.md"))
+PY
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "bench.sh: failed: ${failed[*]}" >&2
+  exit 1
+fi
