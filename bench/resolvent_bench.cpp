@@ -7,6 +7,7 @@
 //   BM_OpForwardBackward/<pattern>/<T> forward + backward (all gradients)
 //   BM_RefForward/<pattern>/<T>        dense A, B and torch::linalg_solve_triangular (T <= 1024,
 //                                      and pow2, dense and causal at 4096)
+//   BM_OpForwardBackwardGated(Rows)?/dense/<T>  the gated form (the mixer's default), both kernels
 //   BM_OpForward(Backward)?Rows/<pattern>/<T>  where the block solve applies, with it off: the
 //                                      row kernel, for the before/after in one run (the op's
 //                                      label says which kernel ran: blocks or rows)
@@ -104,6 +105,22 @@ void BM_OpForwardBackward(benchmark::State& st, const std::string& spec) {
   for (auto _ : st) {
     auto y = mixlab::resolvent_forward(in.alpha, in.beta, in.x, p);
     auto grads = torch::autograd::grad({y}, {in.alpha, in.beta, in.x}, {g}, false, false, true);
+    benchmark::DoNotOptimize(grads);
+  }
+  set_common(st, in, H, T, op_saved_bytes(in));
+}
+
+// The gated form (the ResolventMixer's default for recurrent patterns): gate (B,H,T,D) in (0,1).
+void BM_OpForwardBackwardGated(benchmark::State& st, const std::string& spec) {
+  const int64_t T = st.range(0), H = 4;
+  auto p = Pattern::parse(spec);
+  set_kernel_label(st, p, T);
+  auto in = make_inputs(p, H, T, true);
+  auto gate = torch::rand({1, H, T, kD}).requires_grad_(true);
+  auto g = torch::randn({1, H, T, kD});
+  for (auto _ : st) {
+    auto y = mixlab::resolvent_forward(in.alpha, in.beta, in.x, p, gate);
+    auto grads = torch::autograd::grad({y}, {in.alpha, in.beta, in.x, gate}, {g}, false, false, true);
     benchmark::DoNotOptimize(grads);
   }
   set_common(st, in, H, T, op_saved_bytes(in));
@@ -220,6 +237,21 @@ int register_all() {
             ->UseRealTime();
       }
     }
+  }
+  for (int64_t T : {256, 1024, 4096}) {
+    benchmark::RegisterBenchmark("BM_OpForwardBackwardGated/dense",
+                                 [](benchmark::State& s) { BM_OpForwardBackwardGated(s, "dense"); })
+        ->Arg(T)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_OpForwardBackwardGatedRows/dense",
+                                 [](benchmark::State& s) {
+                                   RowKernelOnly rows;
+                                   BM_OpForwardBackwardGated(s, "dense");
+                                 })
+        ->Arg(T)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
   benchmark::RegisterBenchmark("BM_OpForwardH1/pow2", [](benchmark::State& s) { BM_OpForward(s, "pow2", 1); })
       ->Arg(16384)

@@ -32,10 +32,10 @@ void set_resolvent_dense_blocks(const ResolventDenseBlocks& tuning) {
   g_rows.store(tuning.rows);
 }
 
-bool resolvent_uses_dense_blocks(const Pattern& pattern, int64_t T, bool gated) {
+bool resolvent_uses_dense_blocks(const Pattern& pattern, int64_t T) {
   if (!pattern.translation_invariant() || T < 1) return false;
   const auto offsets = pattern.offsets_upto(T - 1);
-  return detail::dense_blocks_for(offsets.data(), static_cast<int64_t>(offsets.size()), gated);
+  return detail::dense_blocks_for(offsets.data(), static_cast<int64_t>(offsets.size()));
 }
 
 namespace detail {
@@ -102,45 +102,67 @@ void scatter_slots(const ResolventParams<scalar_t>& p, const Block& b, const sca
 
 }  // namespace
 
-bool dense_blocks_for(const int64_t* offsets, int64_t W, bool gated) {
+bool dense_blocks_for(const int64_t* offsets, int64_t W) {
   // Offsets strictly increase from 1, so they are 1..W exactly when the last one is W.
-  return !gated && offsets != nullptr && W > 0 && offsets[W - 1] == W &&
-         W >= g_min_width.load(std::memory_order_relaxed);
+  return offsets != nullptr && W > 0 && offsets[W - 1] == W && W >= g_min_width.load(std::memory_order_relaxed);
 }
 
 template <typename scalar_t>
-bool dense_blocks_apply(const ResolventParams<scalar_t>& p, bool gated) {
-  return p.Np == 0 && dense_blocks_for(p.offsets, p.W, gated);
+bool dense_blocks_apply(const ResolventParams<scalar_t>& p) {
+  return p.Np == 0 && dense_blocks_for(p.offsets, p.W);
+}
+
+// u = A x for the block's rows into u (m × D): one GEMM, or the diagonal alone (W_A = 1).
+template <typename scalar_t>
+void block_ax(const ResolventParams<scalar_t>& p, const Block& b, scalar_t* panel, scalar_t* u) {
+  const int64_t D = p.D, m = b.m(), cols = b.r1 - b.lo;
+  if (p.WA > 1) {
+    panel_a(p, b, panel);
+    auto out = view(u, m, D);
+    at::mm_out(out, view(panel, m, cols), view(p.x + b.lo * D, cols, D));
+  } else {
+    for (int64_t i = b.r0; i < b.r1; ++i)
+      for (int64_t d = 0; d < D; ++d) u[(i - b.r0) * D + d] = p.alpha[i * p.WA] * p.x[i * D + d];
+  }
 }
 
 template <typename scalar_t>
 void resolvent_forward_slice_dense(const ResolventParams<scalar_t>& p, scalar_t* y) {
   const int64_t T = p.T, D = p.D, W = p.W, rows = g_rows.load(std::memory_order_relaxed);
-  const bool kA = p.WA > 1, kB = p.WB > 0;
-  std::vector<scalar_t> panel(static_cast<size_t>(std::min(rows, T) * (std::min(rows, T) + W)));
+  const bool kB = p.WB > 0;
+  const int64_t mmax = std::min(rows, T);
+  std::vector<scalar_t> panel(static_cast<size_t>(mmax * (mmax + W))), w(static_cast<size_t>(mmax * D));
   for (int64_t r0 = 0; r0 < T; r0 += rows) {
     const Block b = block_at(r0, rows, T, W);
-    const int64_t m = b.m(), cols = b.r1 - b.lo;
-    auto out = view(y + b.r0 * D, m, D);
-    if (kA) {
-      panel_a(p, b, panel.data());
-      at::mm_out(out, view(panel.data(), m, cols), view(p.x + b.lo * D, cols, D));
-    } else {
-      for (int64_t i = b.r0; i < b.r1; ++i)
-        for (int64_t d = 0; d < D; ++d) y[i * D + d] = p.alpha[i * p.WA] * p.x[i * D + d];
+    const int64_t m = b.m(), cols = b.r1 - b.lo, before = b.r0 - b.lo;
+    scalar_t* u = y + b.r0 * D;  // y's rows hold u = A x until the row's end below
+    block_ax(p, b, panel.data(), u);
+    std::fill(w.begin(), w.begin() + m * D, scalar_t(0));
+    if (kB) {
+      panel_b(p, b, panel.data());
+      if (before > 0) {
+        auto wv = view(w.data(), m, D);
+        at::mm_out(wv, view(panel.data(), m, cols).narrow(1, 0, before), view(y + b.lo * D, before, D));
+      }
     }
-    if (!kB) continue;
-    panel_b(p, b, panel.data());
-    if (b.r0 > b.lo)
-      out.addmm_(view(panel.data(), m, cols).narrow(1, 0, b.r0 - b.lo), view(y + b.lo * D, b.r0 - b.lo, D));
-    // The triangle inside the block, row by row: y_i += sum_{r0 <= j < i} PB[i][j] y_j.
-    for (int64_t i = b.r0 + 1; i < b.r1; ++i) {
-      const scalar_t* pb = panel.data() + (i - b.r0) * cols;
+    // Row by row inside the block: w_i += the in-block triangle (rows j < i are final), then
+    // y_i = u_i + w_i, or (1 − g_i) ⊙ u_i + g_i ⊙ w_i gated.
+    for (int64_t i = b.r0; i < b.r1; ++i) {
+      scalar_t* __restrict wi = w.data() + (i - b.r0) * D;
+      if (kB) {
+        const scalar_t* pb = panel.data() + (i - b.r0) * cols;
+        for (int64_t j = std::max(b.r0, i - W); j < i; ++j) {
+          const scalar_t c = pb[j - b.lo];
+          const scalar_t* __restrict yj = y + j * D;
+          for (int64_t d = 0; d < D; ++d) wi[d] += c * yj[d];
+        }
+      }
       scalar_t* __restrict yi = y + i * D;
-      for (int64_t j = std::max(b.r0, i - W); j < i; ++j) {
-        const scalar_t c = pb[j - b.lo];
-        const scalar_t* __restrict yj = y + j * D;
-        for (int64_t d = 0; d < D; ++d) yi[d] += c * yj[d];
+      if (p.gate != nullptr) {
+        const scalar_t* __restrict gi = p.gate + i * D;
+        for (int64_t d = 0; d < D; ++d) yi[d] = (1 - gi[d]) * yi[d] + gi[d] * wi[d];
+      } else {
+        for (int64_t d = 0; d < D; ++d) yi[d] += wi[d];
       }
     }
   }
@@ -150,46 +172,74 @@ template <typename scalar_t>
 void resolvent_backward_slice_dense(const ResolventParams<scalar_t>& p, const scalar_t* y,
                                     const ResolventGrads<scalar_t>& gr) {
   const int64_t T = p.T, D = p.D, W = p.W, rows = g_rows.load(std::memory_order_relaxed);
-  const bool kA = p.WA > 1, kB = p.WB > 0;
-  const int64_t cap = std::min(rows, T) * (std::min(rows, T) + W);
+  const bool kA = p.WA > 1, kB = p.WB > 0, gated = p.gate != nullptr;
+  const int64_t mmax = std::min(rows, T), cap = mmax * (mmax + W);
   std::vector<scalar_t> panel(static_cast<size_t>(cap)), prod(static_cast<size_t>(cap));
+  // Gated: du = (1 − g) ⊙ z and dw = g ⊙ z per row (ungated both are z itself), and u, w
+  // recomputed for the gate's gradient (w − u) ⊙ z.
+  std::vector<scalar_t> du(gated ? static_cast<size_t>(mmax * D) : 0), dw(du.size()), u(du.size()), w(du.size());
   const int64_t last = ((T - 1) / rows) * rows;
   for (int64_t r0 = last; r0 >= 0; r0 -= rows) {
     const Block b = block_at(r0, rows, T, W);
     const int64_t m = b.m(), cols = b.r1 - b.lo, before = b.r0 - b.lo;
-    auto z = view(gr.h + b.r0 * D, m, D);  // final once the triangle below is done
-    if (kB) {
-      panel_b(p, b, panel.data());
-      // The triangle, from the block's last row up: z_i is final, then it feeds the rows it read.
-      for (int64_t i = b.r1 - 1; i > b.r0; --i) {
-        const scalar_t* pb = panel.data() + (i - b.r0) * cols;
-        const scalar_t* __restrict zi = gr.h + i * D;
-        for (int64_t j = std::max(b.r0, i - W); j < i; ++j) {
-          const scalar_t c = pb[j - b.lo];
-          scalar_t* __restrict hj = gr.h + j * D;
-          for (int64_t d = 0; d < D; ++d) hj[d] += c * zi[d];
+    scalar_t* z = gr.h + b.r0 * D;  // final row by row in the triangle below
+    const scalar_t* g = gated ? p.gate + b.r0 * D : nullptr;
+    if (kB) panel_b(p, b, panel.data());
+    // The triangle, from the block's last row up: z_i is final, then it feeds the rows it read.
+    for (int64_t i = b.r1 - 1; i >= b.r0; --i) {
+      const int64_t ii = i - b.r0;
+      const scalar_t* __restrict zi = z + ii * D;
+      const scalar_t* dwi = zi;
+      if (gated) {
+        for (int64_t d = 0; d < D; ++d) {
+          dw[ii * D + d] = g[ii * D + d] * zi[d];
+          du[ii * D + d] = (1 - g[ii * D + d]) * zi[d];
         }
+        dwi = dw.data() + ii * D;
       }
+      if (!kB) continue;
+      const scalar_t* pb = panel.data() + ii * cols;
+      for (int64_t j = std::max(b.r0, i - W); j < i; ++j) {
+        const scalar_t c = pb[j - b.lo];
+        scalar_t* __restrict hj = gr.h + j * D;
+        for (int64_t d = 0; d < D; ++d) hj[d] += c * dwi[d];
+      }
+    }
+    auto zv = view(z, m, D);
+    auto dwv = gated ? view(dw.data(), m, D) : zv, duv = gated ? view(du.data(), m, D) : zv;
+    if (gated) {
+      // dgate_i = (w_i − u_i) ⊙ z_i, with u = A x and w = B y of the block's rows again.
+      block_ax(p, b, prod.data(), u.data());
+      std::fill(w.begin(), w.begin() + m * D, scalar_t(0));
+      if (kB) {
+        auto wv = view(w.data(), m, D);
+        at::mm_out(wv, view(panel.data(), m, cols), view(y + b.lo * D, cols, D));
+      }
+      for (int64_t k = 0; k < m * D; ++k) gr.dgate[b.r0 * D + k] = (w[k] - u[k]) * z[k];
+    }
+    if (kB) {
       auto PB = view(panel.data(), m, cols);
-      if (before > 0) view(gr.h + b.lo * D, before, D).addmm_(PB.narrow(1, 0, before).t(), z);
-      // dbeta: <z_i, y_j> for the slots row i reads.
+      if (before > 0) view(gr.h + b.lo * D, before, D).addmm_(PB.narrow(1, 0, before).t(), dwv);
+      // dbeta: <dw_i, y_j> for the slots row i reads.
       auto dot_y = view(prod.data(), m, cols);
-      at::mm_out(dot_y, z, view(y + b.lo * D, cols, D).t());
+      at::mm_out(dot_y, dwv, view(y + b.lo * D, cols, D).t());
       scatter_slots(p, b, prod.data(), 1, p.WB, gr.dbeta);
     }
     if (kA) {
       panel_a(p, b, panel.data());
-      view(gr.dx + b.lo * D, cols, D).addmm_(view(panel.data(), m, cols).t(), z);
+      view(gr.dx + b.lo * D, cols, D).addmm_(view(panel.data(), m, cols).t(), duv);
       auto dot_x = view(prod.data(), m, cols);
-      at::mm_out(dot_x, z, view(p.x + b.lo * D, cols, D).t());
+      at::mm_out(dot_x, duv, view(p.x + b.lo * D, cols, D).t());
       scatter_slots(p, b, prod.data(), 0, p.WA, gr.dalpha);
     } else {
+      const scalar_t* dui = gated ? du.data() : z;
       for (int64_t i = b.r0; i < b.r1; ++i) {
+        const int64_t ii = i - b.r0;
         const scalar_t a0 = p.alpha[i * p.WA];
         scalar_t s = 0;
         for (int64_t d = 0; d < D; ++d) {
-          gr.dx[i * D + d] += a0 * gr.h[i * D + d];
-          s += gr.h[i * D + d] * p.x[i * D + d];
+          gr.dx[i * D + d] += a0 * dui[ii * D + d];
+          s += dui[ii * D + d] * p.x[i * D + d];
         }
         gr.dalpha[i * p.WA] = s;
       }
@@ -198,7 +248,7 @@ void resolvent_backward_slice_dense(const ResolventParams<scalar_t>& p, const sc
 }
 
 #define MIXLAB_DENSE_BLOCKS(T)                                                   \
-  template bool dense_blocks_apply<T>(const ResolventParams<T>&, bool);          \
+  template bool dense_blocks_apply<T>(const ResolventParams<T>&);                \
   template void resolvent_forward_slice_dense<T>(const ResolventParams<T>&, T*); \
   template void resolvent_backward_slice_dense<T>(const ResolventParams<T>&, const T*, const ResolventGrads<T>&);
 MIXLAB_DENSE_BLOCKS(float)

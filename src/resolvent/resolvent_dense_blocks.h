@@ -15,7 +15,9 @@
 //   backward  z = (I − B)^-T g by blocks from the last, right-looking: after block J is solved,
 //             h[lo, r0) += PB_J^T z_J, dx[lo, r1) += PA_J^T z_J, and the coefficient gradients
 //             dalpha_J = z_J X^T, dbeta_J = z_J Y^T read back into the row-compressed slots.
-// Ungated only (a gate makes B differ per channel, so there is no shared matrix to multiply).
+// Gated (y = (1 − g) ⊙ Ax + g ⊙ By): the gate scales each product's rows elementwise, so the
+// same GEMMs serve; the backward multiplies by du = (1 − g) ⊙ z and dw = g ⊙ z and recomputes
+// u = Ax, w = By per block for the gate's gradient (w − u) ⊙ z.
 #pragma once
 
 #include <cstdint>
@@ -25,19 +27,19 @@
 namespace mixlab::detail {
 
 /// The offsets test of dense_blocks_apply (offsets may be null: not translation-invariant).
-bool dense_blocks_for(const int64_t* offsets, int64_t W, bool gated);
+bool dense_blocks_for(const int64_t* offsets, int64_t W);
 
 /// Whether the block solve applies: translation-invariant rows from position 0 reading the
-/// contiguous offsets 1..W, ungated, and W at least dense_block_min_width().
+/// contiguous offsets 1..W with W >= ResolventDenseBlocks::min_width (gated or not).
 template <typename scalar_t>
-bool dense_blocks_apply(const ResolventParams<scalar_t>& p, bool gated);
+bool dense_blocks_apply(const ResolventParams<scalar_t>& p);
 
 /// Forward of one slice (p.alpha, p.beta, p.x set): writes y (T,D).
 template <typename scalar_t>
 void resolvent_forward_slice_dense(const ResolventParams<scalar_t>& p, scalar_t* y);
 
-/// Backward of one slice. gr.h holds the incoming gradient g (T,D) and becomes z = (I − B)^-T g;
-/// gr.dalpha, gr.dbeta, gr.dx must be zero on entry.
+/// Backward of one slice. gr.h holds the incoming gradient (T,D) and becomes z, the gradient
+/// of y's rows; gr.dalpha, gr.dbeta, gr.dx must be zero on entry; gr.dgate is written when gated.
 template <typename scalar_t>
 void resolvent_backward_slice_dense(const ResolventParams<scalar_t>& p, const scalar_t* y,
                                     const ResolventGrads<scalar_t>& gr);

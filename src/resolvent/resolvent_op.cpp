@@ -182,7 +182,7 @@ int64_t scratch_row_elems(bool use_blocked, int64_t D) {
 template <typename scalar_t>
 void forward_slices(const detail::ResolventParams<scalar_t>& base, const SliceInputs& in, bool use_blocked, scalar_t* y,
                     int64_t begin, int64_t end) {
-  if (detail::dense_blocks_apply(base, in.gate.numel() > 0)) {
+  if (detail::dense_blocks_apply(base)) {
     for (int64_t bh = begin; bh < end; ++bh)
       detail::resolvent_forward_slice_dense(in.at(base, bh), y + bh * base.T * base.D);
     return;
@@ -238,7 +238,7 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
     const SliceInputs in{alpha, beta, gate, x, px, py, Np, Np};
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "resolvent_backward", [&] {
       const auto base = make_params<scalar_t>(rows, D, WA, WB, Np);
-      const bool use_blocked = blocked(rows), dense = detail::dense_blocks_apply(base, gated);
+      const bool use_blocked = blocked(rows), dense = detail::dense_blocks_apply(base);
       at::parallel_for(0, BH, 1, [&](int64_t begin, int64_t end) {
         const int64_t n = scratch_row_elems(use_blocked, D);
         std::vector<scalar_t> scratch(4 * n);

@@ -169,13 +169,12 @@ constexpr int64_t kOff = int64_t(1) << 40;  // a min_width no pattern reaches: t
 
 }  // namespace
 
-TEST(ResolventDenseBlocks, TakenOnlyForContiguousWideUngatedPatterns) {
+TEST(ResolventDenseBlocks, TakenOnlyForContiguousWidePatterns) {
   DenseBlocksGuard guard({/*min_width=*/8, /*rows=*/5});
   for (const std::string spec : {"dense", "causal", "linear", "band:9", "offsets:1,2,3,4,5,6,7,8"})
     EXPECT_TRUE(mixlab::resolvent_uses_dense_blocks(Pattern::parse(spec), 40)) << spec;
   for (const std::string spec : {"band:7", "order:3", "pow2", "square", "offsets:1,2,4,5,6,7,8,9", "linear+cache"})
     EXPECT_FALSE(mixlab::resolvent_uses_dense_blocks(Pattern::parse(spec), 40)) << spec;
-  EXPECT_FALSE(mixlab::resolvent_uses_dense_blocks(Pattern::parse("dense"), 40, /*gated=*/true));
   EXPECT_FALSE(mixlab::resolvent_uses_dense_blocks(Pattern::parse("dense"), 8));  // W = 7 < 8
   mixlab::set_resolvent_dense_blocks({kOff, 5});
   EXPECT_FALSE(mixlab::resolvent_uses_dense_blocks(Pattern::parse("dense"), 40));
@@ -185,32 +184,34 @@ TEST(ResolventDenseBlocks, TakenOnlyForContiguousWideUngatedPatterns) {
 
 TEST(ResolventDenseBlocks, MatchesReferenceAndRowKernel) {
   // rows 5 with T up to 41: partial last blocks, a window narrower than the sequence (band:9) and
-  // wider than a block, diagonal A, strided inputs, float64 and float32.
+  // wider than a block, diagonal A, gated, strided inputs, float64 and float32.
   for (const std::string spec : {"dense", "causal", "band:9", "offsets:1,2,3,4,5,6,7,8"}) {
     auto p = Pattern::parse(spec);
     for (int64_t T : {9, 23, 41})
       for (int64_t D : {1, 8})
-        for (bool diagonal_alpha : {false, true}) {
-          torch::manual_seed(T * 7 + D);
-          auto c = random_coeffs(p, 2, 2, T, D, torch::kDouble, /*strided=*/true, false, diagonal_alpha);
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool diagonal_alpha = variant & 1, gated = variant & 2;
+          torch::manual_seed(T * 7 + D + variant);
+          auto c = random_coeffs(p, 2, 2, T, D, torch::kDouble, /*strided=*/true, gated, diagonal_alpha);
           std::vector<Tensor> inputs = {c.alpha, c.beta, c.x};
+          if (gated) inputs.push_back(c.gate);
           for (auto& t : inputs) t.requires_grad_(true);
           auto g = torch::randn({2, 2, T, D}, torch::kDouble);
           auto run = [&](int64_t min_width) {
             DenseBlocksGuard guard({min_width, 5});
             EXPECT_EQ(mixlab::resolvent_uses_dense_blocks(p, T), min_width == 8) << spec << " T " << T;
-            auto y = mixlab::resolvent_forward(c.alpha, c.beta, c.x, p);
+            auto y = mixlab::resolvent_forward(c.alpha, c.beta, c.x, p, c.gate);
             auto grads = grads_of(y, g, inputs);
             grads.insert(grads.begin(), y);
             return grads;
           };
           const auto blocks = run(8), rows = run(kOff);
-          auto y_ref = mixlab::resolvent_reference(c.alpha, c.beta, c.x, p);
+          auto y_ref = mixlab::resolvent_reference(c.alpha, c.beta, c.x, p, c.gate);
           auto ref = grads_of(y_ref, g, inputs);
           ref.insert(ref.begin(), y_ref);
-          const char* names[] = {"y", "dalpha", "dbeta", "dx"};
-          const std::string where =
-              spec + " T " + std::to_string(T) + " D " + std::to_string(D) + (diagonal_alpha ? " diagonal A" : "");
+          const char* names[] = {"y", "dalpha", "dbeta", "dx", "dgate"};
+          const std::string where = spec + " T " + std::to_string(T) + " D " + std::to_string(D) +
+                                    (diagonal_alpha ? " diagonal A" : "") + (gated ? " gated" : "");
           for (size_t k = 0; k < ref.size(); ++k) {
             if (!ref[k].defined() || ref[k].numel() == 0) continue;
             EXPECT_TRUE(all_close(blocks[k], ref[k], 1e-8, 1e-9)) << where << " " << names[k] << " vs reference";
@@ -218,7 +219,8 @@ TEST(ResolventDenseBlocks, MatchesReferenceAndRowKernel) {
           }
           DenseBlocksGuard guard({8, 5});
           auto yf = mixlab::resolvent_forward(c.alpha.detach().to(torch::kFloat), c.beta.detach().to(torch::kFloat),
-                                              c.x.detach().to(torch::kFloat), p);
+                                              c.x.detach().to(torch::kFloat), p,
+                                              gated ? c.gate.detach().to(torch::kFloat) : Tensor());
           EXPECT_TRUE(all_close(yf.to(torch::kDouble), y_ref.detach(), 1e-4, 1e-4)) << where << " float32";
         }
   }
@@ -230,11 +232,16 @@ TEST(ResolventDenseBlocks, GradcheckInDouble) {
   for (const std::string spec : {"dense", "causal", "band:4"}) {
     auto p = Pattern::parse(spec);
     ASSERT_TRUE(mixlab::resolvent_uses_dense_blocks(p, 10)) << spec;
-    auto c = random_coeffs(p, 1, 2, 10, 3, torch::kDouble, /*strided=*/false, false);
-    std::vector<Tensor> inputs = {c.alpha, c.beta, c.x};
-    for (auto& t : inputs) t = t.detach().requires_grad_(true);
-    auto fn = [&](const std::vector<Tensor>& in) { return mixlab::resolvent_forward(in[0], in[1], in[2], p); };
-    EXPECT_TRUE(mixlab::testing::gradcheck(fn, inputs)) << spec;
+    for (bool gated : {false, true}) {
+      auto c = random_coeffs(p, 1, 2, 10, 3, torch::kDouble, /*strided=*/false, gated);
+      std::vector<Tensor> inputs = {c.alpha, c.beta, c.x};
+      if (gated) inputs.push_back(c.gate);
+      for (auto& t : inputs) t = t.detach().requires_grad_(true);
+      auto fn = [&](const std::vector<Tensor>& in) {
+        return mixlab::resolvent_forward(in[0], in[1], in[2], p, gated ? in[3] : Tensor());
+      };
+      EXPECT_TRUE(mixlab::testing::gradcheck(fn, inputs)) << spec << (gated ? " gated" : "");
+    }
   }
 }
 

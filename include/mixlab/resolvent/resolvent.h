@@ -23,13 +23,13 @@
 // anywhere; memory O(B·H·T·(D + W)). Parallel over B·H with at::parallel_for; inner loops are
 // contiguous over D. float32 accumulates in float32, float64 in float64.
 // Three kernels. Patterns whose rows read every offset 1..W of a window of W >= 64 (dense,
-// causal, linear, band:W), ungated and from position 0, take BLAS-3 block solves (seed 000 B.4:
+// causal, linear, band:W), gated or not, from position 0, take BLAS-3 block solves (seed 000 B.4:
 // 128-row blocks, one GEMM panel per block, the in-block triangle row by row; O(T·(W + 128))
 // panel work and memory per slice, still no T×T tensor; see ResolventDenseBlocks below). Other
 // translation-invariant patterns (all but +cache) from position 0 take a blocked forward
 // substitution (blocks of 64 rows; for each offset, the block's reads of earlier rows are one
-// contiguous range) and build no (T,W) index. +cache patterns, chunks that continue a state,
-// gated dense windows and decode take the row-by-row kernel over the PatternIndex.
+// contiguous range) and build no (T,W) index. +cache patterns, chunks that continue a state
+// and decode take the row-by-row kernel over the PatternIndex.
 // Figures: docs/BENCHMARKS.md (resolvent section).
 //
 // Chunked prefill: pass a ResolventState as `past`: the chunk's rows are the absolute positions
@@ -72,8 +72,8 @@ torch::Tensor resolvent_reference(const torch::Tensor& alpha, const torch::Tenso
                                   const Pattern& pattern, const torch::Tensor& gate = {});
 
 /// The block-diagonal dense solve (seed 000 B.4): patterns whose rows read the contiguous
-/// offsets 1..W with W >= min_width (dense, causal, wide band:W, offsets:1,2,...,n), ungated and
-/// from position 0, run in blocks of `rows` rows with BLAS-3 panels instead of row by row. The
+/// offsets 1..W with W >= min_width (dense, causal, wide band:W, offsets:1,2,...,n), gated or
+/// not, from position 0, run in blocks of `rows` rows with BLAS-3 panels instead of row by row. The
 /// result is the same function (tests compare both kernels). Process-wide; set it before calls,
 /// not while one runs: it exists so that tests can reach the block path at small T and
 /// benchmarks can time both kernels in one run.
@@ -85,8 +85,8 @@ ResolventDenseBlocks resolvent_dense_blocks();
 /// Throws mixlab::Error for min_width < 1 or rows < 1.
 void set_resolvent_dense_blocks(const ResolventDenseBlocks& tuning);
 /// Whether resolvent_forward over `pattern` at length T from position 0 takes the block solve
-/// under the current tuning.
-bool resolvent_uses_dense_blocks(const Pattern& pattern, int64_t T, bool gated = false);
+/// under the current tuning (gated or not).
+bool resolvent_uses_dense_blocks(const Pattern& pattern, int64_t T);
 
 /// What a decode state stores per held position.
 struct ResolventStateLayout {
