@@ -57,47 +57,42 @@ Block block_at(int64_t r0, int64_t rows, int64_t T, int64_t W) {
   return {r0, std::min(T, r0 + rows), std::max<int64_t>(0, r0 - W)};
 }
 
-// PA (m × (r1 − lo)): PA[i − r0][j − lo] = alpha slot i − j (slot 0 = the diagonal) for
-// 0 <= i − j <= W, else 0. Row i of alpha read backwards.
+// The block's panel and the row-compressed coefficients it is made of: entry [i − r0][j − lo] of
+// an m × (r1 − lo) panel is slot i − j − shift of row i for max(lo, i − W) <= j <= i − shift,
+// and 0 elsewhere. shift 0: alpha (slot 0 = the diagonal, so the panel is PA); shift 1: beta
+// (PB, with its in-block part: the forward reads it for the triangle, the backward multiplies
+// it). `to_panel` copies slots into a zeroed panel; otherwise the panel (a product
+// M[i][j] = <z_i, v_j>) is read back into the slots, i.e. the coefficient gradient.
+template <typename scalar_t>
+void panel_slots(const ResolventParams<scalar_t>& p, const Block& b, int64_t shift, int64_t slots, bool to_panel,
+                 const scalar_t* coeffs, scalar_t* panel, scalar_t* grad) {
+  const int64_t cols = b.r1 - b.lo;
+  if (to_panel) std::fill(panel, panel + b.m() * cols, scalar_t(0));
+  for (int64_t i = b.r0; i < b.r1; ++i) {
+    scalar_t* row = panel + (i - b.r0) * cols;
+    const int64_t j0 = std::max(b.lo, i - p.W), base = i * slots + i - shift;  // slot i − j − shift
+    if (to_panel) {
+      for (int64_t j = j0; j <= i - shift; ++j) row[j - b.lo] = coeffs[base - j];
+    } else {
+      for (int64_t j = j0; j <= i - shift; ++j) grad[base - j] = row[j - b.lo];
+    }
+  }
+}
+
 template <typename scalar_t>
 void panel_a(const ResolventParams<scalar_t>& p, const Block& b, scalar_t* pa) {
-  const int64_t cols = b.r1 - b.lo;
-  std::fill(pa, pa + b.m() * cols, scalar_t(0));
-  for (int64_t i = b.r0; i < b.r1; ++i) {
-    scalar_t* row = pa + (i - b.r0) * cols;
-    const scalar_t* a = p.alpha + i * p.WA;
-    const int64_t j0 = std::max(b.lo, i - p.W);
-    for (int64_t j = j0; j <= i; ++j) row[j - b.lo] = a[i - j];
-  }
+  panel_slots<scalar_t>(p, b, 0, p.WA, true, p.alpha, pa, nullptr);
 }
 
-// PB (m × (r1 − lo)): PB[i − r0][j − lo] = beta slot i − j − 1 for 1 <= i − j <= W, else 0
-// (the in-block part too: the forward reads it for the triangle, the backward multiplies it).
 template <typename scalar_t>
 void panel_b(const ResolventParams<scalar_t>& p, const Block& b, scalar_t* pb) {
-  const int64_t cols = b.r1 - b.lo;
-  std::fill(pb, pb + b.m() * cols, scalar_t(0));
-  for (int64_t i = b.r0; i < b.r1; ++i) {
-    scalar_t* row = pb + (i - b.r0) * cols;
-    const scalar_t* bt = p.beta + i * p.WB;
-    const int64_t j0 = std::max(b.lo, i - p.W);
-    for (int64_t j = j0; j < i; ++j) row[j - b.lo] = bt[i - j - 1];
-  }
+  panel_slots<scalar_t>(p, b, 1, p.WB, true, p.beta, pb, nullptr);
 }
 
-// Reads a block's product M (m × (r1 − lo)), M[i − r0][j − lo] = <z_i, v_j>, back into the
-// row-compressed gradient at the slots the panel builders read: slot i − j − shift (shift 0:
-// alpha, slot 0 the diagonal; shift 1: beta).
 template <typename scalar_t>
 void scatter_slots(const ResolventParams<scalar_t>& p, const Block& b, const scalar_t* M, int64_t shift, int64_t slots,
                    scalar_t* grad) {
-  const int64_t cols = b.r1 - b.lo;
-  for (int64_t i = b.r0; i < b.r1; ++i) {
-    const scalar_t* row = M + (i - b.r0) * cols;
-    scalar_t* g = grad + i * slots;
-    const int64_t j0 = std::max(b.lo, i - p.W);
-    for (int64_t j = j0; j <= i - shift; ++j) g[i - j - shift] = row[j - b.lo];
-  }
+  panel_slots<scalar_t>(p, b, shift, slots, false, nullptr, const_cast<scalar_t*>(M), grad);
 }
 
 }  // namespace

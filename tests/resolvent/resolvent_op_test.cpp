@@ -134,13 +134,15 @@ TEST(Resolvent, DiagonalAlphaMatchesReference) {
   }
 }
 
-TEST(Resolvent, GradcheckInDouble) {
-  torch::manual_seed(5);
-  for (const std::string spec : {"pow2", "square+cache", "band:2", "dense", "offsets:1,3,4"}) {
+namespace {
+
+// gradcheck of the op over `specs` at length T, ungated and gated.
+void gradcheck_patterns(std::initializer_list<const char*> specs, int64_t T) {
+  for (const std::string spec : specs) {
     auto p = Pattern::parse(spec);
     for (bool gated : {false, true}) {
       // Contiguous here (tests/support/gradcheck perturbs through view(-1)); strides are covered above.
-      auto c = random_coeffs(p, 1, 2, 9, 3, torch::kDouble, /*strided=*/false, gated);
+      auto c = random_coeffs(p, 1, 2, T, 3, torch::kDouble, /*strided=*/false, gated);
       std::vector<Tensor> inputs = {c.alpha, c.beta, c.x};
       if (gated) inputs.push_back(c.gate);
       for (auto& t : inputs) t = t.detach().requires_grad_(true);
@@ -150,6 +152,13 @@ TEST(Resolvent, GradcheckInDouble) {
       EXPECT_TRUE(mixlab::testing::gradcheck(fn, inputs)) << spec << (gated ? " gated" : "");
     }
   }
+}
+
+}  // namespace
+
+TEST(Resolvent, GradcheckInDouble) {
+  torch::manual_seed(5);
+  gradcheck_patterns({"pow2", "square+cache", "band:2", "dense", "offsets:1,3,4"}, 9);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -228,21 +237,10 @@ TEST(ResolventDenseBlocks, MatchesReferenceAndRowKernel) {
 
 TEST(ResolventDenseBlocks, GradcheckInDouble) {
   DenseBlocksGuard guard({/*min_width=*/2, /*rows=*/3});
+  for (const char* spec : {"dense", "causal", "band:4"})
+    ASSERT_TRUE(mixlab::resolvent_uses_dense_blocks(Pattern::parse(spec), 10)) << spec;
   torch::manual_seed(6);
-  for (const std::string spec : {"dense", "causal", "band:4"}) {
-    auto p = Pattern::parse(spec);
-    ASSERT_TRUE(mixlab::resolvent_uses_dense_blocks(p, 10)) << spec;
-    for (bool gated : {false, true}) {
-      auto c = random_coeffs(p, 1, 2, 10, 3, torch::kDouble, /*strided=*/false, gated);
-      std::vector<Tensor> inputs = {c.alpha, c.beta, c.x};
-      if (gated) inputs.push_back(c.gate);
-      for (auto& t : inputs) t = t.detach().requires_grad_(true);
-      auto fn = [&](const std::vector<Tensor>& in) {
-        return mixlab::resolvent_forward(in[0], in[1], in[2], p, gated ? in[3] : Tensor());
-      };
-      EXPECT_TRUE(mixlab::testing::gradcheck(fn, inputs)) << spec << (gated ? " gated" : "");
-    }
-  }
+  gradcheck_patterns({"dense", "causal", "band:4"}, 10);
 }
 
 // ---------------------------------------------------------------------------------------------
