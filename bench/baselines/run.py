@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""mixlab's kernels against the plain-PyTorch baselines of plain_torch.py, in one process, on the
+same tensors, interleaved in rounds (machine load hits both alike); medians of the rounds.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/baselines/run.py [--quick] [--threads 1 2]
+        [--filter RE] [--json FILE]
+
+Prints one markdown table: kernel, shape, threads, mode, baseline and mixlab milliseconds and
+ratio = baseline / mixlab (> 1: mixlab is faster), plus the largest output difference (every
+case is checked: a kernel that disagrees with its baseline is reported as an error, not timed).
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plain_torch as pt  # noqa: E402
+
+import mixlab  # noqa: E402
+
+
+def inputs(kind, B, H, T, D, grad):
+    g = torch.Generator().manual_seed(B * 1000 + T)
+    q = torch.randn(B, H, T, D, generator=g)
+    k = torch.randn(B, H, T, D, generator=g) / D**0.5
+    v = torch.randn(B, H, T, D, generator=g)
+    out = {"q": q, "k": k, "v": v}
+    if kind in ("gla", "gla_recurrent"):
+        # Gates as GLA makes them: logsigmoid(x) / 16, so a 64-token chunk decays by at most ~e^-8
+        # (the plain chunked form's exp(-b) stays in float range).
+        out["g"] = torch.nn.functional.logsigmoid(torch.randn(B, H, T, D, generator=g)) / 16
+    elif kind == "simple_gla":
+        out["g"] = torch.nn.functional.logsigmoid(torch.randn(B, H, T, generator=g)) / 16
+    elif kind == "deltanet":
+        out["k"] = k / k.norm(dim=-1, keepdim=True)
+        out["beta"] = torch.rand(B, H, T, generator=g)
+    elif kind == "toeplitz":
+        out = {"t": torch.randn(H, T, generator=g) / T**0.5, "x": v}
+    if grad:
+        for t in out.values():
+            t.requires_grad_(True)
+    return out
+
+
+def pair(kind, a):
+    """(baseline, mixlab) callables returning the output tensor."""
+    if kind == "gla":
+        return (lambda: pt.gla_chunked(a["q"], a["k"], a["v"], a["g"]),
+                lambda: mixlab.diag_decay_chunked(a["q"], a["k"], a["v"], a["g"], chunk=64)[0])
+    if kind == "gla_recurrent":
+        return (lambda: pt.gla_recurrent(a["q"], a["k"], a["v"], a["g"]),
+                lambda: mixlab.diag_decay_recurrent(a["q"], a["k"], a["v"], a["g"])[0])
+    if kind == "simple_gla":
+        def ours():
+            q = a["q"]
+            gk = a["g"].unsqueeze(-1).expand(*q.shape)  # stride 0 over Dk: the scalar-gate path
+            return mixlab.diag_decay_chunked(q, a["k"], a["v"], gk, chunk=64)[0]
+        return (lambda: pt.simple_gla_chunked(a["q"], a["k"], a["v"], a["g"]), ours)
+    if kind == "deltanet":
+        return (lambda: pt.deltanet_chunked(a["q"], a["k"], a["v"], a["beta"]),
+                lambda: mixlab.delta_rule_chunked(a["q"], a["k"], a["v"], a["beta"], chunk=64)[0])
+    if kind == "toeplitz":
+        return (lambda: pt.toeplitz_fft(a["t"], a["x"]), lambda: mixlab.toeplitz(a["t"], a["x"], path="fft"))
+    raise ValueError(kind)
+
+
+def timed(fn, backward):
+    t0 = time.perf_counter()
+    if backward:
+        fn().sum().backward()
+    else:
+        with torch.no_grad():
+            fn()
+    return time.perf_counter() - t0
+
+
+def case(kind, B, H, T, D, threads, backward, rounds):
+    torch.set_num_threads(threads)
+    a = inputs(kind, B, H, T, D, backward)
+    base, ours = pair(kind, a)
+    with torch.no_grad():
+        yb, yo = base(), ours()
+        diff = (yb - yo).abs().max().item()
+        scale = yb.abs().max().item()
+    if not diff <= 1e-3 * max(scale, 1.0):
+        raise RuntimeError(f"{kind} B{B} T{T}: mixlab and the baseline differ by {diff:.3g} (scale {scale:.3g})")
+    timed(base, backward), timed(ours, backward)  # warm-up
+    tb, to = [], []
+    for _ in range(rounds):
+        tb.append(timed(base, backward))
+        to.append(timed(ours, backward))
+    mb, mo = statistics.median(tb), statistics.median(to)
+    return {"kernel": kind, "B": B, "H": H, "T": T, "D": D, "threads": threads,
+            "mode": "fwd+bwd" if backward else "fwd", "baseline_ms": 1e3 * mb, "mixlab_ms": 1e3 * mo,
+            "ratio": mb / mo, "max_abs_diff": diff}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="T = 1024 only, 3 rounds")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--filter", default=".", help="regular expression over kernel names")
+    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--json", default=None, help="also write the rows as JSON here")
+    args = ap.parse_args()
+    rounds = args.rounds or (3 if args.quick else 5)
+    Ts = [1024] if args.quick else [1024, 4096, 16384]
+    H, D = 4, 64
+    plan = []
+    for kind in ("simple_gla", "gla", "deltanet", "toeplitz", "gla_recurrent"):
+        if not re.search(args.filter, kind):
+            continue
+        for B in (1, 4):
+            for T in Ts:
+                if kind == "gla_recurrent" and T > 1024:
+                    continue  # a token loop: T = 1024 shows the per-token cost
+                for threads in args.threads:
+                    for backward in ((False,) if kind == "gla_recurrent" else (False, True)):
+                        plan.append((kind, B, H, T, D, threads, backward))
+    rows = []
+    print("| kernel | B | T | threads | mode | plain torch ms | mixlab ms | ratio | max abs diff |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
+    for c in plan:
+        r = case(*c, rounds)
+        rows.append(r)
+        print(f"| {r['kernel']} | {r['B']} | {r['T']} | {r['threads']} | {r['mode']} | {r['baseline_ms']:.3g} | "
+              f"{r['mixlab_ms']:.3g} | **{r['ratio']:.2f}×** | {r['max_abs_diff']:.1e} |", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
