@@ -3,7 +3,7 @@
 same tensors, interleaved in rounds (machine load hits both alike); medians of the rounds.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/baselines/run.py [--quick] [--threads 1 2]
-        [--filter RE] [--json FILE]
+        [--filter RE] [--rounds N] [--max-bwd-T 4096] [--json FILE]
 
 Prints one markdown table: kernel, shape, threads, mode, baseline and mixlab milliseconds and
 ratio = baseline / mixlab (> 1: mixlab is faster), plus the largest output difference (every
@@ -108,6 +108,7 @@ def main():
     ap.add_argument("--filter", default=".", help="regular expression over kernel names")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
+    ap.add_argument("--max-bwd-T", type=int, default=4096, help="longest T timed with backward")
     args = ap.parse_args()
     rounds = args.rounds or (3 if args.quick else 5)
     Ts = [1024] if args.quick else [1024, 4096, 16384]
@@ -121,7 +122,10 @@ def main():
                 if kind == "gla_recurrent" and T > 1024:
                     continue  # a token loop: T = 1024 shows the per-token cost
                 for threads in args.threads:
-                    for backward in ((False,) if kind == "gla_recurrent" else (False, True)):
+                    # Backward up to --max-bwd-T: above it the baselines' autograd through a Python
+                    # loop over T/64 chunks takes 5-30 s a call (simple GLA, B 1, T 16384: 4.9 s).
+                    modes = (False,) if kind == "gla_recurrent" or T > args.max_bwd_T else (False, True)
+                    for backward in modes:
                         plan.append((kind, B, H, T, D, threads, backward))
     rows = []
     print("| kernel | B | T | threads | mode | plain torch ms | mixlab ms | ratio | max abs diff |")
