@@ -122,6 +122,11 @@ torch_version=$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo u
 import glob, json, os, platform, sys
 out, load_before, load_after, seconds, quick, blas, torch_version, commit = sys.argv[1:9]
 cpu = "unknown"
+try:  # LibTorch's default intra-op thread count, as the binaries that do not set one get it
+    import torch
+    torch_threads = torch.get_num_threads()
+except ImportError:
+    torch_threads = "unknown"
 for line in open("/proc/cpuinfo"):
     if line.startswith("model name"):
         cpu = line.split(":", 1)[1].strip()
@@ -129,7 +134,12 @@ for line in open("/proc/cpuinfo"):
 machine = {
     "cpu": cpu, "cores": os.cpu_count(), "blas": blas, "libtorch": torch_version,
     "kernel": platform.release(), "commit": commit, "quick": quick == "1",
-    "threads": int(os.environ.get("MIXLAB_THREADS", "2")),
+    # Each binary sets its own intra-op threads: bench_scan and bench_toeplitz read
+    # MIXLAB_THREADS, bench_decode and bench_psm_decode use 1, the others LibTorch's default.
+    "threads": {"MIXLAB_THREADS (bench_scan, bench_toeplitz)": int(os.environ.get("MIXLAB_THREADS", "2")),
+                "bench_decode, bench_psm_decode": 1,
+                "bench_resolvent, bench_selective_scan, bench_brl, bench_data (LibTorch default)":
+                    torch_threads},
     "load_before": float(load_before), "load_after": float(load_after), "seconds": int(seconds),
 }
 with open(os.path.join(out, "machine.json"), "w") as f:
@@ -138,8 +148,9 @@ skip = {"iterations", "real_time", "cpu_time", "time_unit", "name", "run_name", 
         "repetition_index", "threads", "family_index", "per_family_instance_index", "aggregate_name",
         "aggregate_unit", "label"}
 lines = [f"# mixlab benchmarks ({'quick' if machine['quick'] else 'full'} run)", "",
-         f"{cpu}, {machine['cores']} cores, {machine['threads']} threads, BLAS {blas}, LibTorch {torch_version}, "
-         f"commit {commit[:10]}, load {load_before} before / {load_after} after, {seconds} s.", ""]
+         f"{cpu}, {machine['cores']} cores, BLAS {blas}, LibTorch {torch_version}, "
+         f"commit {commit[:10]}, load {load_before} before / {load_after} after, {seconds} s.", "",
+         "Threads: " + "; ".join(f"{k}: {v}" for k, v in machine["threads"].items()) + ".", ""]
 for path in sorted(glob.glob(os.path.join(out, "*.json"))):
     name = os.path.basename(path)[:-5]
     if name == "machine":
