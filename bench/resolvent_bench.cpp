@@ -80,10 +80,9 @@ void set_kernel_label(benchmark::State& st, const Pattern& p, int64_t T) {
   st.SetLabel(mixlab::resolvent_uses_dense_blocks(p, T) ? "blocks" : "rows");
 }
 
-struct RowKernelOnly {
-  mixlab::ResolventDenseBlocks saved = mixlab::resolvent_dense_blocks();
-  RowKernelOnly() { mixlab::set_resolvent_dense_blocks({int64_t(1) << 40, saved.rows}); }
-  ~RowKernelOnly() { mixlab::set_resolvent_dense_blocks(saved); }
+// The block solve off (a min_width no pattern reaches) for one scope.
+struct RowKernelOnly : mixlab::ResolventDenseBlocksScope {
+  RowKernelOnly() : ResolventDenseBlocksScope({int64_t(1) << 40, mixlab::resolvent_dense_blocks().rows}) {}
 };
 
 void BM_OpForward(benchmark::State& st, const std::string& spec, int64_t H) {

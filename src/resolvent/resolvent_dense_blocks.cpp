@@ -202,15 +202,14 @@ void resolvent_backward_slice_dense(const ResolventParams<scalar_t>& p, const sc
     }
     auto zv = view(z, m, D);
     auto dwv = gated ? view(dw.data(), m, D) : zv, duv = gated ? view(du.data(), m, D) : zv;
+    // Gated: dgate_i = (w_i − u_i) ⊙ z_i needs w = B y and u = A x of the block's rows again;
+    // w while the panel holds PB, u below from the same PA panel as dx.
     if (gated) {
-      // dgate_i = (w_i − u_i) ⊙ z_i, with u = A x and w = B y of the block's rows again.
-      block_ax(p, b, prod.data(), u.data());
       std::fill(w.begin(), w.begin() + m * D, scalar_t(0));
       if (kB) {
         auto wv = view(w.data(), m, D);
         at::mm_out(wv, view(panel.data(), m, cols), view(y + b.lo * D, cols, D));
       }
-      for (int64_t k = 0; k < m * D; ++k) gr.dgate[b.r0 * D + k] = (w[k] - u[k]) * z[k];
     }
     if (kB) {
       auto PB = view(panel.data(), m, cols);
@@ -222,6 +221,10 @@ void resolvent_backward_slice_dense(const ResolventParams<scalar_t>& p, const sc
     }
     if (kA) {
       panel_a(p, b, panel.data());
+      if (gated) {
+        auto uv = view(u.data(), m, D);
+        at::mm_out(uv, view(panel.data(), m, cols), view(p.x + b.lo * D, cols, D));
+      }
       view(gr.dx + b.lo * D, cols, D).addmm_(view(panel.data(), m, cols).t(), duv);
       auto dot_x = view(prod.data(), m, cols);
       at::mm_out(dot_x, duv, view(p.x + b.lo * D, cols, D).t());
@@ -235,10 +238,13 @@ void resolvent_backward_slice_dense(const ResolventParams<scalar_t>& p, const sc
         for (int64_t d = 0; d < D; ++d) {
           gr.dx[i * D + d] += a0 * dui[ii * D + d];
           s += dui[ii * D + d] * p.x[i * D + d];
+          if (gated) u[ii * D + d] = a0 * p.x[i * D + d];
         }
         gr.dalpha[i * p.WA] = s;
       }
     }
+    if (gated)
+      for (int64_t k = 0; k < m * D; ++k) gr.dgate[b.r0 * D + k] = (w[k] - u[k]) * z[k];
   }
 }
 

@@ -167,12 +167,7 @@ TEST(Resolvent, GradcheckInDouble) {
 
 namespace {
 
-// Sets the block tuning for one scope and restores the previous one.
-struct DenseBlocksGuard {
-  mixlab::ResolventDenseBlocks saved = mixlab::resolvent_dense_blocks();
-  explicit DenseBlocksGuard(mixlab::ResolventDenseBlocks tuning) { mixlab::set_resolvent_dense_blocks(tuning); }
-  ~DenseBlocksGuard() { mixlab::set_resolvent_dense_blocks(saved); }
-};
+using DenseBlocksGuard = mixlab::ResolventDenseBlocksScope;
 
 constexpr int64_t kOff = int64_t(1) << 40;  // a min_width no pattern reaches: the row kernel
 

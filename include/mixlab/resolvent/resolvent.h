@@ -84,6 +84,17 @@ struct ResolventDenseBlocks {
 ResolventDenseBlocks resolvent_dense_blocks();
 /// Throws mixlab::Error for min_width < 1 or rows < 1.
 void set_resolvent_dense_blocks(const ResolventDenseBlocks& tuning);
+/// Sets the tuning for one scope and restores the previous one (tests, benchmarks).
+class ResolventDenseBlocksScope {
+ public:
+  explicit ResolventDenseBlocksScope(const ResolventDenseBlocks& tuning) { set_resolvent_dense_blocks(tuning); }
+  ~ResolventDenseBlocksScope() { set_resolvent_dense_blocks(saved_); }
+  ResolventDenseBlocksScope(const ResolventDenseBlocksScope&) = delete;
+  ResolventDenseBlocksScope& operator=(const ResolventDenseBlocksScope&) = delete;
+
+ private:
+  ResolventDenseBlocks saved_ = resolvent_dense_blocks();
+};
 /// Whether resolvent_forward over `pattern` at length T from position 0 takes the block solve
 /// under the current tuning (gated or not).
 bool resolvent_uses_dense_blocks(const Pattern& pattern, int64_t T);
