@@ -2,6 +2,7 @@
 //
 //   mixlab compare                                   # default preset, all tasks, all mixers
 //   mixlab compare --tasks copy --mixers attention,local:8 --set steps=100
+//   mixlab compare --preset table1                   # seed 000 Table 1's recall result on a CPU (<= 60 min)
 //   mixlab compare --preset paper                    # seed 000 App. C.3 hyperparameters
 //   mixlab compare --preset psm --tasks s5 --mixers tpsm:c=1,attention,local:8,mamba
 //   mixlab compare --tasks copy --sweep copy=4-32/4  # error against length after training
@@ -98,8 +99,8 @@ void cmd_compare_register(CLI::App& app) {
   sub->add_option("--tasks", args->tasks, "Comma-separated tasks (default copy,recall,multihop)");
   sub->add_option("--mixers", args->mixers, "Comma-separated mixer specs, or 'all' (Table 1's nine)");
   sub->add_option("--preset", args->preset,
-                  "default (CPU, <= 10 min), paper (seed 000 App. C.3) or psm (seed 004's s5 and recall, with length "
-                  "sweeps)")
+                  "default (CPU, <= 10 min), table1 (seed 000 Table 1's copy and recall results on a CPU, <= 60 min), "
+                  "paper (seed 000 App. C.3) or psm (seed 004's s5 and recall, with length sweeps)")
       ->check(CLI::IsMember(compare_presets()));
   sub->add_option("--out", args->out, "Output directory for CSV, JSON, PNG (default runs/compare)");
   sub->add_option("--steps", args->steps, "Training steps per run (overrides the preset)")->check(CLI::PositiveNumber);

@@ -74,11 +74,14 @@ const FamilyRow kFamilies[] = {
        return std::make_shared<SsmMixer>(dims, args.empty() ? 16 : positive_arg(spec, args, "state size N"));
      }},
     {MixerFamily::kResolvent,
-     {"resolvent", "resolvent:<pattern spec>",
-      "Y = (I-B)^-1 A X over a sparsity pattern (seed 000), e.g. resolvent:pow2+cache; gated, RoPE"},
+     {"resolvent", "resolvent:<pattern spec>[:gate=G|mamba2]",
+      "Y = (I-B)^-1 A X over a sparsity pattern (seed 000), e.g. resolvent:pow2+cache; gated (initial gate G, "
+      "default 0.5), RoPE"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
-       MIXLAB_CHECK(!args.empty(), "mixer spec '{}': resolvent needs a pattern, e.g. 'resolvent:pow2+cache'", spec);
-       return std::make_shared<ResolventMixer>(args, dims);
+       ResolventOptions options;
+       const std::string pattern = resolvent_spec_parse(spec, args, options);
+       MIXLAB_CHECK(!pattern.empty(), "mixer spec '{}': resolvent needs a pattern, e.g. 'resolvent:pow2+cache'", spec);
+       return std::make_shared<ResolventMixer>(pattern, dims, options);
      }},
     {MixerFamily::kLinearAttn,
      {"linear_attn", "linear_attn[:chunk]",

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/parse_number.h"
 #include "mixlab/core/rope.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/resolvent/pattern_scores.h"
@@ -28,11 +29,18 @@ ResolventMixer::ResolventMixer(const std::string& pattern_spec, const MixerDims&
   in_proj_ = register_module("in_proj", torch::nn::Linear(C, n_proj_ * C));
   out_proj_ = register_module("out_proj", torch::nn::Linear(C, C));
   torch::NoGradGuard no_grad;
+  MIXLAB_CHECK(options.gate_init == kGateInitMamba2 || (options.gate_init > 0 && options.gate_init < 1),
+               "{}: gate_init must be in (0, 1) or kGateInitMamba2, got {}", fn, options.gate_init);
   if (gated()) {
-    // Mamba-2 decay init: g = exp(−Δ a), Δ log-uniform in [1e-3, 1e-1], a uniform in [1, 16].
-    auto dt = torch::exp(torch::rand({C}) * (std::log(1e-1) - std::log(1e-3)) + std::log(1e-3));
-    auto a = 1 + 15 * torch::rand({C});
-    auto g0 = torch::exp(-dt * a).clamp(0.01, 0.99);
+    torch::Tensor g0;
+    if (options.gate_init == kGateInitMamba2) {
+      // Mamba-2 decay init: g = exp(−Δ a), Δ log-uniform in [1e-3, 1e-1], a uniform in [1, 16].
+      auto dt = torch::exp(torch::rand({C}) * (std::log(1e-1) - std::log(1e-3)) + std::log(1e-3));
+      auto a = 1 + 15 * torch::rand({C});
+      g0 = torch::exp(-dt * a).clamp(0.01, 0.99);
+    } else {
+      g0 = torch::full({C}, options.gate_init);
+    }
     const int64_t gate_block = n_proj_ - 1;
     in_proj_->bias.narrow(0, gate_block * C, C).copy_(torch::log(g0 / (1 - g0)));
     in_proj_->weight.narrow(0, gate_block * C, C).mul_(0.1);
@@ -186,6 +194,34 @@ Tensor ResolventMixer::step(MixerState& state_in, const Tensor& x_t) {
   auto z = resolvent_step(*state, alpha, beta, v, gate, keys);
   if (shared()) z = z - (gated() ? (1 - gate) : torch::ones_like(v)) * delta * v;
   return out_proj_->forward(z.reshape({B, dims_.d_model}));
+}
+
+std::string resolvent_spec_parse(const std::string& spec, const std::string& args, ResolventOptions& options) {
+  std::vector<std::string> pattern_items;
+  size_t start = 0;
+  while (start <= args.size()) {
+    const size_t colon = args.find(':', start);
+    const std::string item = args.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      pattern_items.push_back(item);
+    } else {
+      const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+      MIXLAB_CHECK(key == "gate", "mixer spec '{}': resolvent options are gate=G (G in (0, 1) or mamba2), got '{}'",
+                   spec, item);
+      if (value == "mamba2") {
+        options.gate_init = kGateInitMamba2;
+      } else {
+        options.gate_init =
+            parse_double(value, fmt::format("mixer spec '{}': gate (the gate's initial value, in (0, 1))", spec), 0, 1);
+        MIXLAB_CHECK(options.gate_init > 0 && options.gate_init < 1,
+                     "mixer spec '{}': gate must be strictly between 0 and 1 (or mamba2), got {}", spec, value);
+      }
+    }
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return fmt::format("{}", fmt::join(pattern_items, ":"));
 }
 
 }  // namespace mixlab

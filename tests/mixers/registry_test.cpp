@@ -121,6 +121,11 @@ TEST(Registry, ErrorsNameTheSpec) {
   expect_msg("local:0", "positive integer");
   expect_msg("local:x", "positive integer");
   expect_msg("ssm:abc", "positive integer");
+  expect_msg("resolvent:dense:gate=1", "mixer spec 'resolvent:dense:gate=1': gate must be strictly between 0 and 1");
+  expect_msg("resolvent:gate=0.5", "resolvent needs a pattern");
+  expect_msg("resolvent:dense:bogus=1", "resolvent options are gate=G");
+  EXPECT_NO_THROW(mixlab::mixer_create("resolvent:pow2+cache:gate=mamba2", small_dims()));
+  EXPECT_EQ(mixlab::mixer_create("resolvent:order:4:gate=0.2", small_dims())->spec(), "resolvent:order:4");
   mixlab::MixerDims odd = small_dims();
   odd.n_heads = 3;
   expect_msg("attention", "divisible", odd);

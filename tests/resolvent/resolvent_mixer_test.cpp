@@ -270,6 +270,47 @@ TEST(ResolventMixer, FiniteAtT65536) {
   EXPECT_TRUE(torch::isfinite(x.grad()).all().item<bool>());
 }
 
+// The gate's initial value: sigmoid(b_g) at u = 0 (the gate weight multiplies u). The default
+// 0.5 in every channel; gate=G sets G; gate=mamba2 draws Mamba-2's spectrum (values spread over
+// (0.01, 0.99)). Bad values are refused with the spec named (the registry's resolvent:<args>
+// goes through resolvent_spec_parse; tests/mixers/registry_test.cpp checks that path).
+TEST(ResolventMixer, GateInitFromSpec) {
+  auto gate_at_zero = [](const std::string& args) {
+    ResolventOptions o;
+    const std::string pattern = mixlab::resolvent_spec_parse("resolvent:" + args, args, o);
+    ResolventMixer m(pattern, dims(16, 2), o);
+    return m.coefficients(torch::zeros({1, 3, 16}), nullptr).gate;
+  };
+  EXPECT_TRUE(all_close(gate_at_zero("dense"), torch::full({1, 2, 3, 8}, 0.5), 1e-6, 0));
+  EXPECT_TRUE(all_close(gate_at_zero("order:4:gate=0.3"), torch::full({1, 2, 3, 8}, 0.3), 1e-6, 0));
+  const Tensor g = gate_at_zero("pow2+cache:gate=mamba2");
+  EXPECT_GT(g.max().item<double>() - g.min().item<double>(), 0.05);
+  EXPECT_GE(g.min().item<double>(), 0.01 - 1e-6);
+  EXPECT_LE(g.max().item<double>(), 0.99 + 1e-6);
+  ResolventOptions o;
+  EXPECT_EQ(mixlab::resolvent_spec_parse("s", "order:8:gate=0.25", o), "order:8");
+  EXPECT_DOUBLE_EQ(o.gate_init, 0.25);
+  EXPECT_EQ(mixlab::resolvent_spec_parse("s", "dense", o), "dense");
+  for (const auto& [args, frag] :
+       std::vector<std::pair<std::string, std::string>>{{"dense:gate=0", "strictly between 0 and 1"},
+                                                        {"dense:gate=1", "strictly between 0 and 1"},
+                                                        {"dense:gate=1.5", "gate (the gate's initial value"},
+                                                        {"dense:gate=x", "gate (the gate's initial value"},
+                                                        {"dense:foo=1", "resolvent options are gate=G"}}) {
+    try {
+      ResolventOptions opt;
+      mixlab::resolvent_spec_parse("resolvent:" + args, args, opt);
+      ADD_FAILURE() << "expected an error for " << args;
+    } catch (const mixlab::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("resolvent:" + args), std::string::npos) << e.what();
+    }
+  }
+  ResolventOptions bad;
+  bad.gate_init = 1.0;
+  EXPECT_THROW(ResolventMixer("dense", dims(16, 2), bad), mixlab::Error);
+}
+
 TEST(ResolventMixer, SpecCostAndErrors) {
   ResolventMixer m("square+cache", dims(8, 2));
   EXPECT_EQ(m.spec(), "resolvent:square+cache");

@@ -9,10 +9,15 @@
 // Mixers that are not pattern mixers (pattern_spec() == "") show their cost_class and "—".
 //
 // Presets (identical for every mixer and task; `set` overrides any config key for all runs):
-//   default  d_model 64, 2 layers, 4 heads, mlp 4, vocab 32, copy L = 16 (T = 33),
-//            recall/multihop S = 64 with 8 pairs, 600 steps of batch 32, lr 3e-3, warmup 60,
-//            no curriculum (too few steps for four phases); sized for the nine default mixers
-//            x three tasks on 2 cores with two runs at a time (8 min 6 s measured, docs/RESULTS.md)
+//   default  d_model 64, 2 layers, 4 heads, mlp 4, vocab 32, batch 32, lr 3e-3, no curriculum
+//            (too few steps for four phases); copy L = 16 (T = 33), 2000 steps, warmup 200;
+//            recall/multihop S = 64 with 8 pairs, 600 steps, warmup 60 (on the MQAR plateau:
+//            these two columns do not separate the global mixers). Sized for the nine default
+//            mixers x three tasks in <= 10 min on 2 cores, two runs at a time (docs/RESULTS.md)
+//   table1   seed 000 Table 1's copy and recall results on this CPU (docs/RESULTS.md, "Preset
+//            table1"): the default's model and copy; recall/multihop 8000 steps at lr 1e-3,
+//            warmup 300 (attention does not leave the MQAR plateau at 3e-3 with batch 32),
+//            held-out accuracy every 2000 steps in the run's metrics; <= 60 min on 2 cores
 //   default, task lm: Brown bytes (mixlab/train/task_lm.h), window T = 128, 2 layers, 4 heads,
 //            batch 16, lr 3e-3, evaluated on the first 16384 valid tokens with stride 64. The
 //            width is matched per mixer (compare_matched_d_model): every mixer gets the d_model
@@ -54,7 +59,7 @@ namespace mixlab {
 
 /// The nine mixers of seed 000 Table 1, in its row order (`--mixers all`).
 std::vector<std::string> compare_default_mixers();
-/// Preset names: "default", "paper", "psm".
+/// Preset names: "default", "table1", "paper", "psm".
 const std::vector<std::string>& compare_presets();
 /// The length sweeps a preset runs by default for these tasks (psm: s5 and recall; others none).
 std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(const std::string& preset,
