@@ -101,7 +101,7 @@ TEST(TrainConfig, ComparePresets) {
   EXPECT_EQ(p.task.vocab, 8192);
   EXPECT_EQ(p.task.pairs, 64);
   EXPECT_DOUBLE_EQ(p.beta2, 0.98);
-  // table1: the default's model and tasks; copy 2000 steps at 3e-3, recall/multihop 8000 at 1e-3.
+  // table1: the default's model and tasks; copy 2000 steps at 3e-3, recall 8000 and multihop 16000 at 1e-3.
   const TrainConfig t1 = compare_config("table1", "recall", "resolvent:dense", json::object());
   EXPECT_EQ(t1.d_model, 64);
   EXPECT_EQ(t1.task.length, 64);
@@ -109,6 +109,7 @@ TEST(TrainConfig, ComparePresets) {
   EXPECT_EQ(t1.steps, 8000);
   EXPECT_DOUBLE_EQ(t1.lr, 1e-3);
   EXPECT_FALSE(t1.task.curriculum);
+  EXPECT_EQ(compare_config("table1", "multihop", "attention", json::object()).steps, 16000);
   const TrainConfig t1c = compare_config("table1", "copy", "attention", json::object());
   EXPECT_EQ(t1c.steps, 2000);
   EXPECT_DOUBLE_EQ(t1c.lr, 3e-3);
