@@ -63,24 +63,16 @@ json preset_json(const std::string& preset, const std::string& task) {
     // 16000 steps: the dense recurrence's plateau there breaks between steps 8000 and 10000.
     MIXLAB_CHECK(copy || task == "recall" || task == "multihop",
                  "compare: preset table1 has the tasks copy, recall and multihop, got '{}'", task);
-    return {{"task", task},
-            {"vocab", 32},
-            {"length", copy ? 16 : 64},
-            {"pairs", copy ? 0 : 8},
-            {"d_model", 64},
-            {"layers", 2},
-            {"heads", 4},
-            {"mlp_ratio", 4},
-            {"steps", copy ? 2000 : (task == "recall" ? 8000 : 16000)},
-            {"batch", 32},
-            {"lr", copy ? 3e-3 : 1e-3},
-            {"warmup", copy ? 200 : 300},
-            {"seed", 0},
-            {"eval_batches", 4},
-            {"eval_batch", 64},
-            {"eval_every", copy ? 0 : 2000},
-            {"log_every", 100},
-            {"curriculum", false}};
+    // The default's model and tasks (one definition), with table1's budget on top.
+    json j = preset_json("default", task);
+    j["log_every"] = 100;
+    if (!copy) {
+      j["steps"] = task == "recall" ? 8000 : 16000;
+      j["lr"] = 1e-3;
+      j["warmup"] = 300;
+      j["eval_every"] = 2000;
+    }
+    return j;
   }
   if (preset == "paper") {
     const bool text = task == "textcopy";
