@@ -98,9 +98,10 @@ void cmd_compare_register(CLI::App& app) {
       "compare", "Train every mixer on every task with identical settings and print seed 000's Table 1");
   sub->add_option("--tasks", args->tasks, "Comma-separated tasks (default copy,recall,multihop)");
   sub->add_option("--mixers", args->mixers, "Comma-separated mixer specs, or 'all' (Table 1's nine)");
-  sub->add_option("--preset", args->preset,
-                  "default (CPU, <= 10 min), table1 (seed 000 Table 1's copy and recall results on a CPU, <= 60 min), "
-                  "paper (seed 000 App. C.3) or psm (seed 004's s5 and recall, with length sweeps)")
+  sub->add_option(
+         "--preset", args->preset,
+         "default (CPU, <= 10 min), table1 (seed 000 Table 1's copy, recall and multihop results on a CPU, <= 60 min), "
+         "paper (seed 000 App. C.3) or psm (seed 004's s5 and recall, with length sweeps)")
       ->check(CLI::IsMember(compare_presets()));
   sub->add_option("--out", args->out, "Output directory for CSV, JSON, PNG (default runs/compare)");
   sub->add_option("--steps", args->steps, "Training steps per run (overrides the preset)")->check(CLI::PositiveNumber);

@@ -134,7 +134,9 @@ const FamilyRow kFamilies[] = {
        return std::make_shared<ToeplitzMixer>(args, dims);
      }},
     {MixerFamily::kTpsm,
-     {"tpsm", "tpsm[:c=C][:agg_layers=L][:inf_layers=L][:compress=right_half|linear][:identity=zeros|learned]",
+     {"tpsm",
+      "tpsm[:c=C][:agg_layers=L][:inf_layers=L][:compress=right_half|linear][:identity=zeros|learned][:pos=learned|"
+      "rope]",
       "Transformer-PSM: Blelloch scan of a transformer Agg over chunks (seed 004 §3.4); O(1) per token, O(log n) "
       "state"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/rope.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
@@ -16,7 +17,13 @@ PsmTransformerImpl::PsmTransformerImpl(const PsmTransformerOptions& options, con
                o.heads);
   MIXLAB_CHECK(o.layers > 0, "{}: layers must be > 0, got {}", what, o.layers);
   MIXLAB_CHECK(o.max_positions > 0, "{}: max_positions must be > 0, got {}", what, o.max_positions);
-  pos_ = register_parameter("pos", torch::randn({o.max_positions, o.d}) * 0.02);
+  if (o.rope) {
+    MIXLAB_CHECK((o.d / o.heads) % 2 == 0, "{}: rotary positions (pos=rope) need an even head width d / heads, got {}",
+                 what, o.d / o.heads);
+    rope_inv_freq_ = rope_inv_freq(o.d / o.heads);
+  } else {
+    pos_ = register_parameter("pos", torch::randn({o.max_positions, o.d}) * 0.02);
+  }
   const double resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(o.layers));
   for (int64_t l = 0; l < o.layers; ++l) {
     Block b;
@@ -44,10 +51,11 @@ torch::Tensor PsmTransformerImpl::forward(const torch::Tensor& x) {
   const int64_t N = x.size(0), S = x.size(1), H = o.heads, D = o.d / o.heads;
   torch::Tensor mask;  // (S,S) true where a score is removed
   if (o.causal) mask = torch::ones({S, S}, x.options().dtype(torch::kBool)).triu(1);
-  torch::Tensor h = x + pos_.narrow(0, 0, S);
+  torch::Tensor h = o.rope ? x : x + pos_.narrow(0, 0, S);
   for (auto& b : blocks_) {
     auto qkv = b.qkv(b.ln1(h)).view({N, S, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,N,H,S,D)
     auto q = qkv[0], k = qkv[1], v = qkv[2];
+    if (o.rope) q = rope_apply(q), k = rope_apply(k);
     auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(D));  // (N,H,S,S)
     if (o.causal) scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
     auto att = torch::matmul(torch::softmax(scores, -1), v);  // (N,H,S,D)

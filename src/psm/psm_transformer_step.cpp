@@ -7,7 +7,8 @@
 // causal, the keys/values of rows already seen never change, so a new row needs only its own
 // projections and one attention row against the cache.
 //
-// The math is forward's, in its order: h = x + pos; per layer h += proj(MHA(LN1 h)), h +=
+// The math is forward's, in its order: h = x + pos (rope: h = x, and q and k rotated by their
+// position p + i as they are made, so the cache holds rotated keys); per layer h += proj(MHA(LN1 h)), h +=
 // fc2(gelu(fc1(LN2 h))) with the exact (erf) GELU, scores q.k / sqrt(D) per head on the
 // d / heads-wide column blocks of qkv's [q | k | v] rows, causal rows attending to positions
 // <= their own; y = LN_f h. It equals forward to float rounding (tests/psm/tpsm_step_test.cpp).
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/rope.h"
 #include "mixlab/core/row_kernels.h"
 #include "mixlab/psm/psm_transformer.h"
 
@@ -69,8 +71,12 @@ void PsmTransformerImpl::step_rows(const T* x, int64_t n, int64_t p, T* cache, T
   T* mlp = att + d;     // (4d) fc1 / GELU
   T* sc = mlp + 4 * d;  // (P) one head's scores
 
-  const T* pos = pos_.data_ptr<T>() + p * d;
-  for (int64_t i = 0; i < n * d; ++i) h[i] = x[i] + pos[i];
+  if (o.rope) {
+    std::copy(x, x + n * d, h);
+  } else {
+    const T* pos = pos_.data_ptr<T>() + p * d;
+    for (int64_t i = 0; i < n * d; ++i) h[i] = x[i] + pos[i];
+  }
   for (int64_t l = 0; l < L; ++l) {
     const Block& b = blocks_[static_cast<size_t>(l)];
     T* kv = cache + l * P * 2 * d;  // (P, [k | v])
@@ -83,7 +89,11 @@ void PsmTransformerImpl::step_rows(const T* x, int64_t n, int64_t p, T* cache, T
       row::layer_norm<T>(h + i * d, a, ln1_w, ln1_b, d, b.ln1->options.eps());
       // qkv's rows [d, 3d) are [k | v]: straight into the cache row of position p + i.
       row::linear<T>(w_qkv + d * d, b_qkv ? b_qkv + d : nullptr, a, kv + (p + i) * 2 * d, 2 * d, d);
-      if (i >= first) row::linear<T>(w_qkv, b_qkv, a, q + i * d, d, d);
+      if (o.rope) rope_rows<T>(kv + (p + i) * 2 * d, H, D, p + i, rope_inv_freq_);  // k: H rows of D
+      if (i >= first) {
+        row::linear<T>(w_qkv, b_qkv, a, q + i * d, d, d);
+        if (o.rope) rope_rows<T>(q + i * d, H, D, p + i, rope_inv_freq_);
+      }
     }
     const T *w_proj = b.proj->weight.data_ptr<T>(), *b_proj = ptr<T>(b.proj->bias);
     const T *w_fc1 = b.fc1->weight.data_ptr<T>(), *b_fc1 = ptr<T>(b.fc1->bias);

@@ -39,6 +39,9 @@ TEST(TpsmStep, FastStepEqualsReferenceStepAndForward) {
       {"c=16:agg_layers=1:inf_layers=3:inf_heads=4:agg_heads=1", 16, 2},
       // d != C (W_in / W_out) and 3 heads of width 4.
       {"c=3:d=12:agg_heads=3:inf_heads=3:inf_layers=2:identity=learned", 10, 2},
+      // Rotary positions: the cache holds rotated keys, the new row's q and k rotate at c + j.
+      {"c=4:pos=rope:inf_layers=2:compress=linear", 16, 2},
+      {"c=1:pos=rope", 16, 2},
   };
   for (const auto& cfg : configs) {
     for (auto dtype : {torch::kFloat, torch::kDouble}) {

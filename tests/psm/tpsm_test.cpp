@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <tuple>
 
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
@@ -47,10 +49,14 @@ torch::Tensor stream(TpsmMixer& m, mixlab::MixerState& state, const torch::Tenso
 
 TEST(Tpsm, StreamingEqualsScanForwardAtEveryPosition) {
   // Thm. 3.5 on the whole model: float32, every position, T not a multiple of c.
-  for (auto [c, T] : {std::pair<int64_t, int64_t>{1, 257}, {4, 203}, {16, 300}}) {
-    SCOPED_TRACE("c=" + std::to_string(c) + " T=" + std::to_string(T));
+  for (auto [c, T, pos] : {std::tuple<int64_t, int64_t, const char*>{1, 257, "learned"},
+                           {4, 203, "learned"},
+                           {16, 300, "learned"},
+                           {1, 129, "rope"},
+                           {16, 300, "rope"}}) {
+    SCOPED_TRACE("c=" + std::to_string(c) + " T=" + std::to_string(T) + " pos=" + pos);
     torch::manual_seed(11);
-    auto m = make("c=" + std::to_string(c) + ":agg_layers=2:compress=linear:identity=learned");
+    auto m = make("c=" + std::to_string(c) + ":agg_layers=2:compress=linear:identity=learned:pos=" + pos);
     m->eval();
     torch::NoGradGuard no_grad;
     auto x = torch::randn({2, T, 16});
@@ -64,7 +70,8 @@ TEST(Tpsm, StreamingEqualsScanForwardAtEveryPosition) {
 }
 
 TEST(Tpsm, ScanForwardEqualsReferenceForwardAndBackward) {
-  for (const char* args : {"c=4:agg_layers=2", "c=3:compress=linear:identity=learned", "c=1:d=8:agg_heads=1"}) {
+  for (const char* args : {"c=4:agg_layers=2", "c=3:compress=linear:identity=learned", "c=1:d=8:agg_heads=1",
+                           "c=4:pos=rope:agg_layers=2"}) {
     SCOPED_TRACE(args);
     torch::manual_seed(12);
     auto m = make(args);
@@ -83,9 +90,11 @@ TEST(Tpsm, ScanForwardEqualsReferenceForwardAndBackward) {
   }
 }
 
-TEST(Tpsm, GradcheckInDoubleOnTinyModel) {
+namespace {
+
+void gradcheck_tiny_model(const std::string& args) {
   torch::manual_seed(13);
-  auto m = make("c=2:agg_layers=1:compress=linear:identity=learned", 4, 1);
+  auto m = make(args, 4, 1);
   m->to(torch::kDouble);
   auto x = torch::randn({1, 7, 4}, torch::dtype(torch::kDouble).requires_grad(true));
   EXPECT_TRUE(mixlab::testing::gradcheck([&](const std::vector<at::Tensor>& in) { return m->forward(in[0]); }, {x}));
@@ -114,6 +123,39 @@ TEST(Tpsm, GradcheckInDoubleOnTinyModel) {
     }
     EXPECT_TRUE(mixlab::testing::all_close(p.grad().view(-1), numeric, 1e-4, 1e-6));
   }
+}
+
+}  // namespace
+
+TEST(Tpsm, GradcheckInDoubleOnTinyModel) {
+  for (const char* pos : {"learned", "rope"}) {
+    SCOPED_TRACE(pos);
+    gradcheck_tiny_model(std::string("c=2:agg_layers=1:compress=linear:identity=learned:pos=") + pos);
+  }
+}
+
+TEST(Tpsm, RotaryPositionsReplaceTheLearnedTables) {
+  auto learned = make("c=4"), rope = make("c=4:pos=rope");
+  auto names = [](TpsmMixer& m) {
+    std::set<std::string> out;
+    for (const auto& kv : m.named_parameters()) out.insert(kv.key());
+    return out;
+  };
+  const auto with = names(*learned), without = names(*rope);
+  EXPECT_TRUE(with.count("agg.pos") && with.count("inf.pos"));
+  EXPECT_FALSE(without.count("agg.pos") || without.count("inf.pos"));
+  EXPECT_EQ(with.size(), without.size() + 2);
+  // Without a table only q and k carry position: a bidirectional Agg whose 2c inputs are one row
+  // repeated has one value vector everywhere, so every output row is the same; the learned table
+  // added to the inputs makes them differ.
+  torch::manual_seed(15);
+  torch::NoGradGuard no_grad;
+  auto row = torch::randn({1, 1, 16});
+  auto same = row.expand({1, 4, 16});
+  auto y = rope->agg(same, same);
+  EXPECT_TRUE(mixlab::testing::all_close(y, y.select(1, 0).unsqueeze(1).expand_as(y), 1e-5, 1e-6));
+  auto y_learned = learned->agg(same, same);
+  EXPECT_GT((y_learned - y_learned.select(1, 0).unsqueeze(1)).abs().max().item<double>(), 1e-3);
 }
 
 TEST(Tpsm, ForwardIsCausalAcrossChunkPadding) {
@@ -229,7 +271,7 @@ TEST(Tpsm, SpecIsCanonicalAndRoundTrips) {
   auto m = make("compress=linear:c=8:inf_layers=2");
   EXPECT_EQ(m->spec(),
             "tpsm:c=8:agg_d=16:inf_d=16:agg_heads=2:agg_layers=1:inf_heads=2:inf_layers=2:compress=linear:"
-            "identity=zeros");
+            "identity=zeros:pos=learned");
   auto again = make(m->spec().substr(5));
   EXPECT_EQ(again->spec(), m->spec());
 }
@@ -240,6 +282,9 @@ TEST(Tpsm, BadInputErrorsNameTheArgument) {
   expect_error([] { make("agg_heads=3"); }, {"tpsm Agg", "heads must divide", "heads = 3"});
   expect_error([] { make("c=4:bogus=1"); }, {"unknown key 'bogus'"});
   expect_error([] { make("compress=mean"); }, {"compress must be right_half or linear", "mean"});
+  expect_error([] { make("pos=alibi"); }, {"pos must be learned or rope", "alibi"});
+  // d 6 over 2 heads: rotary positions rotate channel pairs, a head width of 3 has none.
+  expect_error([] { make("d=6:agg_heads=2:inf_heads=2:pos=rope"); }, {"tpsm Agg", "even head width", "got 3"});
   expect_error([] { make("c=4:c=5"); }, "given twice");
   expect_error([] { make("c"); }, "key=value");
   auto m = make("c=4");

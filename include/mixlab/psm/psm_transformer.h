@@ -3,6 +3,10 @@
 //
 //   h = x + pos[0:S]                                   learned positions, S <= max_positions
 //   per layer: h += proj(MHA(LN1(h)))  ;  h += fc2(gelu(fc1(LN2(h))))     (pre-LN, GPT-2)
+// Option rope: no position table (h = x); instead q and k of every head are rotated by their
+// position 0..S-1 (mixlab/core/rope.h, as the attention mixer does), so scores depend on relative
+// position. Why: on MQAR a key's value is the next token, a relative fact that learned absolute
+// positions must learn for every pair of positions separately (docs/RESULTS.md, T-PSM MQAR).
 //   y = LN_f(h)
 // Shapes: x (N,S,d) -> y (N,S,d); N is any batch (the T-PSM stacks tree nodes or chunks into N).
 // Init: GPT-2 (normal 0.02; the two residual projections scaled by 1/sqrt(2L)).
@@ -31,6 +35,7 @@ struct PsmTransformerOptions {
   int64_t layers = 1;          // L >= 1
   int64_t max_positions = 32;  // S <= max_positions (2c for the T-PSM)
   bool causal = false;         // false: bidirectional (Agg); true: causal (Inf)
+  bool rope = false;           // false: learned positions added to x; true: rotary q/k (D even)
 };
 
 class PsmTransformerImpl : public torch::nn::Module {
@@ -65,7 +70,8 @@ class PsmTransformerImpl : public torch::nn::Module {
     torch::nn::Linear qkv{nullptr}, proj{nullptr}, fc1{nullptr}, fc2{nullptr};
   };
   PsmTransformerOptions options_;
-  torch::Tensor pos_;  // (max_positions, d)
+  torch::Tensor pos_;                  // (max_positions, d); undefined with rope
+  std::vector<double> rope_inv_freq_;  // rope_inv_freq(d / heads); empty without rope
   std::vector<Block> blocks_;
   torch::nn::LayerNorm ln_f_{nullptr};
 };

@@ -1,9 +1,12 @@
 // mixlab/psm/tpsm.h — the Transformer-PSM (seed 004 §3.4, Alg. 3 and 4) as a token mixer.
 //
 // Registry spec: "tpsm[:c=C][:d=D][:agg_heads=H][:agg_layers=L][:inf_heads=H][:inf_layers=L]
-//                 [:agg_d=D][:inf_d=D][:compress=right_half|linear][:identity=zeros|learned]"
+//                 [:agg_d=D][:inf_d=D][:compress=right_half|linear][:identity=zeros|learned]
+//                 [:pos=learned|rope]"
 // Defaults: c = 4, d = agg_d = inf_d = C (the backbone width), heads = MixerDims::n_heads,
-// layers = 1 each, compress = right_half, identity = zeros. The canonical spec names every key.
+// layers = 1 each, compress = right_half, identity = zeros, pos = learned. The canonical spec
+// names every key. pos: how Agg and Inf see position inside their 2c tokens, a learned table
+// (GPT-2, the seed's choice) or rotary q/k (mixlab/psm/psm_transformer.h says why).
 //
 // As a mixer x (B,T,C) -> y (B,T,C). Enc is the backbone's embedding (plus W_in when d != C);
 // the GPT backbone (mixlab/model) adds its own residual, LayerNorm and FFN around this mixer, so a
@@ -76,6 +79,7 @@ struct TpsmOptions {
   int64_t inf_layers = 1;  // L_inf
   TpsmCompress compress = TpsmCompress::kRightHalf;
   TpsmIdentity identity = TpsmIdentity::kZeros;
+  bool rope = false;  // pos=rope: rotary positions in Agg and Inf instead of learned tables
 };
 
 /// Parses the part after "tpsm:" (may be empty); keys in any order, each at most once. Throws
