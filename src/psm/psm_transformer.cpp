@@ -17,14 +17,15 @@ PsmTransformerImpl::PsmTransformerImpl(const PsmTransformerOptions& options, con
                o.heads);
   MIXLAB_CHECK(o.layers > 0, "{}: layers must be > 0, got {}", what, o.layers);
   MIXLAB_CHECK(o.max_positions > 0, "{}: max_positions must be > 0, got {}", what, o.max_positions);
+  MIXLAB_CHECK(o.init_std > 0 && o.init_std <= 1, "{}: init std must be in (0, 1], got {}", what, o.init_std);
   if (o.rope) {
     MIXLAB_CHECK((o.d / o.heads) % 2 == 0, "{}: rotary positions (pos=rope) need an even head width d / heads, got {}",
                  what, o.d / o.heads);
     rope_inv_freq_ = rope_inv_freq(o.d / o.heads);
   } else {
-    pos_ = register_parameter("pos", torch::randn({o.max_positions, o.d}) * 0.02);
+    pos_ = register_parameter("pos", torch::randn({o.max_positions, o.d}) * o.init_std);
   }
-  const double resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(o.layers));
+  const double resid_std = o.init_std / std::sqrt(2.0 * static_cast<double>(o.layers));
   for (int64_t l = 0; l < o.layers; ++l) {
     Block b;
     const std::string p = "block" + std::to_string(l) + "_";
@@ -35,7 +36,7 @@ PsmTransformerImpl::PsmTransformerImpl(const PsmTransformerOptions& options, con
     b.fc1 = register_module(p + "fc1", torch::nn::Linear(o.d, 4 * o.d));
     b.fc2 = register_module(p + "fc2", torch::nn::Linear(4 * o.d, o.d));
     torch::NoGradGuard no_grad;
-    for (auto* lin : {&b.qkv, &b.fc1}) (*lin)->weight.normal_(0.0, 0.02);
+    for (auto* lin : {&b.qkv, &b.fc1}) (*lin)->weight.normal_(0.0, o.init_std);
     for (auto* lin : {&b.proj, &b.fc2}) (*lin)->weight.normal_(0.0, resid_std);
     for (auto* lin : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) (*lin)->bias.zero_();
     blocks_.push_back(b);

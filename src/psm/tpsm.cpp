@@ -31,7 +31,7 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
     const auto eq = item.find('=');
     MIXLAB_CHECK(eq != std::string::npos && eq > 0,
                  "tpsm spec '{}': expected key=value items (c, d, agg_d, inf_d, agg_heads, agg_layers, inf_heads, "
-                 "inf_layers, compress, identity, pos) separated by ':', got '{}'",
+                 "inf_layers, compress, identity, pos, init) separated by ':', got '{}'",
                  args_spec, item);
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     MIXLAB_CHECK(seen.insert(key).second, "tpsm spec '{}': key '{}' given twice", args_spec, key);
@@ -63,10 +63,12 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
       MIXLAB_CHECK(value == "learned" || value == "rope", "tpsm spec '{}': pos must be learned or rope, got '{}'",
                    args_spec, value);
       o.rope = value == "rope";
+    } else if (key == "init") {
+      o.init_std = parse_double(value, fmt::format("tpsm spec '{}': init std", args_spec), 1e-6, 1.0);
     } else {
       MIXLAB_FAIL(
           "tpsm spec '{}': unknown key '{}'; known: c, d, agg_d, inf_d, agg_heads, agg_layers, inf_heads, "
-          "inf_layers, compress, identity, pos",
+          "inf_layers, compress, identity, pos, init",
           args_spec, key);
     }
   }
@@ -90,8 +92,8 @@ TpsmMixer::TpsmMixer(const TpsmOptions& options, const MixerDims& dims) : option
   if (o.agg_heads == 0) o.agg_heads = dims.n_heads;
   if (o.inf_heads == 0) o.inf_heads = dims.n_heads;
   d_ = o.agg_d;
-  PsmTransformerOptions a{d_, o.agg_heads, o.agg_layers, 2 * o.chunk, false, o.rope};
-  PsmTransformerOptions f{d_, o.inf_heads, o.inf_layers, 2 * o.chunk, true, o.rope};
+  PsmTransformerOptions a{d_, o.agg_heads, o.agg_layers, 2 * o.chunk, false, o.rope, o.init_std};
+  PsmTransformerOptions f{d_, o.inf_heads, o.inf_layers, 2 * o.chunk, true, o.rope, o.init_std};
   agg_net_ = register_module("agg", PsmTransformer(a, "tpsm Agg (agg_d, agg_heads, agg_layers)"));
   inf_net_ = register_module("inf", PsmTransformer(f, "tpsm Inf (inf_d, inf_heads, inf_layers)"));
   if (o.compress == TpsmCompress::kLinear) {
@@ -115,10 +117,10 @@ std::string TpsmMixer::spec() const {
   const auto& o = options_;
   return fmt::format(
       "tpsm:c={}:agg_d={}:inf_d={}:agg_heads={}:agg_layers={}:inf_heads={}:inf_layers={}:compress={}:"
-      "identity={}:pos={}",
+      "identity={}:pos={}:init={}",
       o.chunk, o.agg_d, o.inf_d, o.agg_heads, o.agg_layers, o.inf_heads, o.inf_layers,
       o.compress == TpsmCompress::kLinear ? "linear" : "right_half",
-      o.identity == TpsmIdentity::kLearned ? "learned" : "zeros", o.rope ? "rope" : "learned");
+      o.identity == TpsmIdentity::kLearned ? "learned" : "zeros", o.rope ? "rope" : "learned", o.init_std);
 }
 
 void TpsmMixer::check_input(const torch::Tensor& x, const char* what) const {

@@ -158,6 +158,21 @@ TEST(Tpsm, RotaryPositionsReplaceTheLearnedTables) {
   EXPECT_GT((y_learned - y_learned.select(1, 0).unsqueeze(1)).abs().max().item<double>(), 1e-3);
 }
 
+TEST(Tpsm, InitSetsTheWeightScale) {
+  // GPT-2's residual scaling stays: proj and fc2 get init / sqrt(2 L).
+  for (double init : {0.02, 0.1}) {
+    SCOPED_TRACE(init);
+    torch::manual_seed(16);
+    auto m = make("c=8:inf_layers=2:init=" + std::to_string(init), 64, 4);
+    auto params = m->named_parameters();
+    auto std_of = [&](const char* name) { return params[name].std().item<double>(); };
+    EXPECT_NEAR(std_of("inf.block0_qkv.weight"), init, 0.05 * init);
+    EXPECT_NEAR(std_of("agg.block0_fc1.weight"), init, 0.05 * init);
+    EXPECT_NEAR(std_of("inf.block1_fc2.weight"), init / 2.0, 0.05 * init);  // L = 2: sqrt(2L) = 2
+    EXPECT_NEAR(std_of("inf.pos"), init, 0.1 * init);
+  }
+}
+
 TEST(Tpsm, ForwardIsCausalAcrossChunkPadding) {
   torch::manual_seed(14);
   auto m = make("c=5");
@@ -271,7 +286,7 @@ TEST(Tpsm, SpecIsCanonicalAndRoundTrips) {
   auto m = make("compress=linear:c=8:inf_layers=2");
   EXPECT_EQ(m->spec(),
             "tpsm:c=8:agg_d=16:inf_d=16:agg_heads=2:agg_layers=1:inf_heads=2:inf_layers=2:compress=linear:"
-            "identity=zeros:pos=learned");
+            "identity=zeros:pos=learned:init=0.02");
   auto again = make(m->spec().substr(5));
   EXPECT_EQ(again->spec(), m->spec());
 }
@@ -283,6 +298,8 @@ TEST(Tpsm, BadInputErrorsNameTheArgument) {
   expect_error([] { make("c=4:bogus=1"); }, {"unknown key 'bogus'"});
   expect_error([] { make("compress=mean"); }, {"compress must be right_half or linear", "mean"});
   expect_error([] { make("pos=alibi"); }, {"pos must be learned or rope", "alibi"});
+  expect_error([] { make("init=0"); }, {"init std", "0"});
+  expect_error([] { make("init=2"); }, {"init std", "2"});
   // d 6 over 2 heads: rotary positions rotate channel pairs, a head width of 3 has none.
   expect_error([] { make("d=6:agg_heads=2:inf_heads=2:pos=rope"); }, {"tpsm Agg", "even head width", "got 3"});
   expect_error([] { make("c=4:c=5"); }, "given twice");

@@ -9,7 +9,9 @@
 // positions must learn for every pair of positions separately (docs/RESULTS.md, T-PSM MQAR).
 //   y = LN_f(h)
 // Shapes: x (N,S,d) -> y (N,S,d); N is any batch (the T-PSM stacks tree nodes or chunks into N).
-// Init: GPT-2 (normal 0.02; the two residual projections scaled by 1/sqrt(2L)).
+// Init: GPT-2 (normal with std init_std = 0.02; the two residual projections scaled by
+// 1/sqrt(2L)). GPT-2 chose 0.02 for width 768; at d = 64 it starts every score near 0 (option
+// init_std, docs/RESULTS.md "T-PSM MQAR").
 //
 // Cost: O(N L (S d^2 + S^2 d)). The S x S score matrix is materialised: S is 2c, the concatenated
 // pair of chunks, never the sequence length.
@@ -36,6 +38,7 @@ struct PsmTransformerOptions {
   int64_t max_positions = 32;  // S <= max_positions (2c for the T-PSM)
   bool causal = false;         // false: bidirectional (Agg); true: causal (Inf)
   bool rope = false;           // false: learned positions added to x; true: rotary q/k (D even)
+  double init_std = 0.02;      // std of the normal init of the weights and the position table
 };
 
 class PsmTransformerImpl : public torch::nn::Module {

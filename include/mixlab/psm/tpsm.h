@@ -2,11 +2,12 @@
 //
 // Registry spec: "tpsm[:c=C][:d=D][:agg_heads=H][:agg_layers=L][:inf_heads=H][:inf_layers=L]
 //                 [:agg_d=D][:inf_d=D][:compress=right_half|linear][:identity=zeros|learned]
-//                 [:pos=learned|rope]"
+//                 [:pos=learned|rope][:init=S]"
 // Defaults: c = 4, d = agg_d = inf_d = C (the backbone width), heads = MixerDims::n_heads,
 // layers = 1 each, compress = right_half, identity = zeros, pos = learned. The canonical spec
 // names every key. pos: how Agg and Inf see position inside their 2c tokens, a learned table
-// (GPT-2, the seed's choice) or rotary q/k (mixlab/psm/psm_transformer.h says why).
+// (GPT-2, the seed's choice) or rotary q/k (mixlab/psm/psm_transformer.h says why). init: the
+// std of Agg's and Inf's normal weight init, in [1e-6, 1] (default GPT-2's 0.02).
 //
 // As a mixer x (B,T,C) -> y (B,T,C). Enc is the backbone's embedding (plus W_in when d != C);
 // the GPT backbone (mixlab/model) adds its own residual, LayerNorm and FFN around this mixer, so a
@@ -79,7 +80,8 @@ struct TpsmOptions {
   int64_t inf_layers = 1;  // L_inf
   TpsmCompress compress = TpsmCompress::kRightHalf;
   TpsmIdentity identity = TpsmIdentity::kZeros;
-  bool rope = false;  // pos=rope: rotary positions in Agg and Inf instead of learned tables
+  bool rope = false;       // pos=rope: rotary positions in Agg and Inf instead of learned tables
+  double init_std = 0.02;  // init=S: std of Agg's and Inf's weight init (GPT-2: 0.02)
 };
 
 /// Parses the part after "tpsm:" (may be empty); keys in any order, each at most once. Throws
