@@ -8,10 +8,11 @@
 // projections and one attention row against the cache.
 //
 // The math is forward's, in its order: h = x + pos (rope: h = x, and q and k rotated by their
-// position p + i as they are made, so the cache holds rotated keys); per layer h += proj(MHA(LN1 h)), h +=
-// fc2(gelu(fc1(LN2 h))) with the exact (erf) GELU, scores q.k / sqrt(D) per head on the
-// d / heads-wide column blocks of qkv's [q | k | v] rows, causal rows attending to positions
-// <= their own; y = LN_f h. It equals forward to float rounding (tests/psm/tpsm_step_test.cpp).
+// position p + i as they are made, so the cache holds rotated keys); per layer
+// h += proj(MHA(LN1 h)), h += fc2(gelu(fc1(LN2 h))) with the exact (erf) GELU, scores
+// q.k / sqrt(D) per head on the d / heads-wide column blocks of qkv's [q | k | v] rows, causal
+// rows attending to positions <= their own; y = LN_f h. It equals forward to float rounding
+// (tests/psm/tpsm_step_test.cpp).
 //
 // The matrix-vector products (nearly all the multiply-adds) and the GELU are core's row kernels
 // (row::linear four output rows at a time, row::gelu's vectorised float erf). Measured on the

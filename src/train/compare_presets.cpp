@@ -55,8 +55,8 @@ json preset_json(const std::string& preset, const std::string& task) {
             {"curriculum", false}};
   }
   if (preset == "table1") {
-    // Seed 000 Table 1 at a budget measured to reach its copy, recall and multihop results on this CPU
-    // (docs/RESULTS.md, "Seed 000 Table 1 on a CPU"): the default's model and tasks, more steps,
+    // Seed 000 Table 1 at a budget measured to reach its copy, recall and multihop results on this
+    // CPU (docs/RESULTS.md, "Seed 000 Table 1 on a CPU"): the default's model and tasks, more steps,
     // and per task the learning rate that attention and the dense recurrence both learn at. Recall
     // and multihop need lr 1e-3 (attention never leaves the MQAR plateau at 3e-3 with batch 32)
     // and thousands of steps after the plateau breaks; copy is learned at 3e-3. Multihop gets

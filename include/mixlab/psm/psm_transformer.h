@@ -5,13 +5,14 @@
 //   per layer: h += proj(MHA(LN1(h)))  ;  h += fc2(gelu(fc1(LN2(h))))     (pre-LN, GPT-2)
 // Option rope: no position table (h = x); instead q and k of every head are rotated by their
 // position 0..S-1 (mixlab/core/rope.h, as the attention mixer does), so scores depend on relative
-// position. Why: on MQAR a key's value is the next token, a relative fact that learned absolute
-// positions must learn for every pair of positions separately (docs/RESULTS.md, T-PSM MQAR).
+// position only. Offered because the attention mixer, which learns MQAR where T-PSM does not,
+// uses it; alone it did not take T-PSM off the MQAR plateau (docs/RESULTS.md, "MQAR: attention
+// solves it, T-PSM stays on the plateau").
 //   y = LN_f(h)
 // Shapes: x (N,S,d) -> y (N,S,d); N is any batch (the T-PSM stacks tree nodes or chunks into N).
 // Init: GPT-2 (normal with std init_std = 0.02; the two residual projections scaled by
-// 1/sqrt(2L)). GPT-2 chose 0.02 for width 768; at d = 64 it starts every score near 0 (option
-// init_std, docs/RESULTS.md "T-PSM MQAR").
+// 1/sqrt(2L)). GPT-2 chose 0.02 for width 768; at d = 64 it starts every score near 0, hence the
+// option (measured on MQAR in the same RESULTS section as rope: no help alone).
 //
 // Cost: O(N L (S d^2 + S^2 d)). The S x S score matrix is materialised: S is 2c, the concatenated
 // pair of chunks, never the sequence length.
