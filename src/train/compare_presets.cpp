@@ -60,7 +60,8 @@ json preset_json(const std::string& preset, const std::string& task) {
     // and per task the learning rate that attention and the dense recurrence both learn at. Recall
     // and multihop need lr 1e-3 (attention never leaves the MQAR plateau at 3e-3 with batch 32)
     // and thousands of steps after the plateau breaks; copy is learned at 3e-3. Multihop gets
-    // 16000 steps: the dense recurrence's plateau there breaks between steps 8000 and 10000.
+    // 16000 steps: the dense recurrence's plateau there breaks between steps 8000 and 10000 with
+    // seeds 0 and 2; seed 1 needs a longer schedule (docs/RESULTS.md, "Three seeds").
     MIXLAB_CHECK(copy || task == "recall" || task == "multihop",
                  "compare: preset table1 has the tasks copy, recall and multihop, got '{}'", task);
     // The default's model and tasks (one definition), with table1's budget on top.
