@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include "mixlab/core/threads.h"
 #include "mixlab/scan/affine_mixer.h"
@@ -70,7 +71,7 @@ BENCHMARK(BM_Layer)->Apply(LayerArgs)->Unit(benchmark::kMillisecond)->UseRealTim
 // 2 delta rule gated), form (0 chunked, 1 recurrent), T, backward, chunk. B = 1, H = 2, Dk = Dv = 64.
 void BM_Kernel(benchmark::State& state) {
   const int64_t kernel = state.range(0), T = state.range(2), H = kH, D = kC / kH;
-  const bool chunked = state.range(1) == 0, backward = state.range(3) != 0;
+  const bool chunked = state.range(1) == 0, backward = state.range(3) != 0, composed = state.range(5) != 0;
   torch::manual_seed(0);
   auto q = torch::randn({kB, H, T, D}), k = torch::randn({kB, H, T, D}) / 8, v = torch::randn({kB, H, T, D});
   auto g = kernel == 0 ? (-torch::rand({kB, H, T, 1})).expand({kB, H, T, D}) : -torch::rand({kB, H, T, D}) / 8;
@@ -79,6 +80,10 @@ void BM_Kernel(benchmark::State& state) {
   std::vector<at::Tensor> leaves{q, k, v};
   if (backward)
     for (auto& t : leaves) t.requires_grad_(true);
+  // Forward calls without gradients take the fused kernel; `composed` times the LibTorch
+  // composition of the same form instead (what they ran before issue 17 item 2).
+  std::optional<mixlab::ComposedAffineGuard> guard;
+  if (composed) guard.emplace();
   for (auto _ : state) {
     torch::AutoGradMode mode(backward);
     mixlab::AffineResult r;
@@ -95,11 +100,15 @@ void BM_Kernel(benchmark::State& state) {
   }
   static const char* names[] = {"diag(scalar gate)", "diag(per-key gate)", "delta(gated)"};
   state.SetLabel(std::string(names[kernel]) + (chunked ? "/chunked" + std::to_string(state.range(4)) : "/recurrent") +
-                 (backward ? "/fwd+bwd" : "/fwd"));
+                 (backward   ? "/fwd+bwd"
+                  : composed ? "/fwd composed"
+                             : "/fwd fused"));
 }
+// Args: kernel, recurrent?, T, backward?, chunk, composed?
 BENCHMARK(BM_Kernel)
-    ->ArgsProduct({{0, 1, 2}, {0}, {1024, 4096}, {0, 1}, {32, 64}})
-    ->ArgsProduct({{0, 1, 2}, {1}, {1024, 4096}, {0, 1}, {0}})
+    ->ArgsProduct({{0, 1, 2}, {0}, {1024, 4096}, {0, 1}, {32, 64}, {0}})
+    ->ArgsProduct({{0, 1, 2}, {0}, {1024, 4096}, {0}, {64}, {1}})
+    ->ArgsProduct({{0, 1, 2}, {1}, {1024, 4096}, {0, 1}, {0}, {0}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -6,8 +6,10 @@ same tensors, interleaved in rounds (machine load hits both alike); medians of t
         [--filter RE] [--rounds N] [--max-bwd-T 4096] [--json FILE]
 
 Prints one markdown table: kernel, shape, threads, mode, baseline and mixlab milliseconds and
-ratio = baseline / mixlab (> 1: mixlab is faster), plus the largest output difference (every
-case is checked: a kernel that disagrees with its baseline is reported as an error, not timed).
+ratio = baseline / mixlab (> 1: mixlab is faster), the fused affine forward's GF/s beside the
+sgemm rate of the chunked form's 64x64 blocks (its roofline), and the largest output difference
+(every case is checked: a kernel that disagrees with its baseline is reported as an error, not
+timed).
 """
 import argparse
 import json
@@ -80,6 +82,27 @@ def timed(fn, backward):
     return time.perf_counter() - t0
 
 
+# Floating-point operations the fused token loops execute per token, head and state entry
+# (Dk Dv entries): diagonal decay = decay multiply + write FMA + read FMA (1 + 2 + 2); delta rule
+# = two read FMAs (S^T k, S^T q) + decay multiply + write FMA (2 + 2 + 1 + 2).
+FUSED_FLOPS_PER_ENTRY = {"simple_gla": 5, "gla": 5, "gla_recurrent": 5, "deltanet": 7}
+
+
+def sgemm_rate(threads, block=64, n=256, rounds=5):
+    """GF/s of torch.matmul (OpenBLAS sgemm) on n independent (block x block) @ (block x block)
+    products: the chunked form's block shapes, the roofline its GEMMs can reach on this machine."""
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, block, block, generator=g), torch.randn(n, block, block, generator=g)
+    torch.matmul(a, b)
+    ts = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        torch.matmul(a, b)
+        ts.append(time.perf_counter() - t0)
+    return 2 * n * block**3 / statistics.median(ts) / 1e9
+
+
 def case(kind, B, H, T, D, threads, backward, rounds):
     torch.set_num_threads(threads)
     a = inputs(kind, B, H, T, D, backward)
@@ -90,15 +113,18 @@ def case(kind, B, H, T, D, threads, backward, rounds):
         scale = yb.abs().max().item()
     if not diff <= 1e-3 * max(scale, 1.0):
         raise RuntimeError(f"{kind} B{B} T{T}: mixlab and the baseline differ by {diff:.3g} (scale {scale:.3g})")
-    timed(base, backward), timed(ours, backward)  # warm-up
+    for _ in range(3):  # warm-up: the first calls after a thread-count change pay for the team
+        timed(base, backward), timed(ours, backward)
     tb, to = [], []
     for _ in range(rounds):
         tb.append(timed(base, backward))
         to.append(timed(ours, backward))
     mb, mo = statistics.median(tb), statistics.median(to)
+    per_entry = FUSED_FLOPS_PER_ENTRY.get(kind) if not backward else None
+    gflops = per_entry * B * H * T * D * D / mo / 1e9 if per_entry else None
     return {"kernel": kind, "B": B, "H": H, "T": T, "D": D, "threads": threads,
             "mode": "fwd+bwd" if backward else "fwd", "baseline_ms": 1e3 * mb, "mixlab_ms": 1e3 * mo,
-            "ratio": mb / mo, "max_abs_diff": diff}
+            "ratio": mb / mo, "max_abs_diff": diff, "mixlab_gflops": gflops}
 
 
 def main():
@@ -128,16 +154,24 @@ def main():
                     for backward in modes:
                         plan.append((kind, B, H, T, D, threads, backward))
     rows = []
-    print("| kernel | B | T | threads | mode | plain torch ms | mixlab ms | ratio | max abs diff |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
+    sgemm = {t: sgemm_rate(t) for t in args.threads}
+    print("sgemm roofline (torch.matmul, 256 products of 64x64 @ 64x64): " +
+          ", ".join(f"{sgemm[t]:.1f} GF/s at {t} thread{'s' if t > 1 else ''}" for t in args.threads))
+    print()
+    print("| kernel | B | T | threads | mode | plain torch ms | mixlab ms | ratio | mixlab GF/s (% of sgemm) "
+          "| max abs diff |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for c in plan:
         r = case(*c, rounds)
+        r["sgemm_gflops"] = sgemm[r["threads"]]
         rows.append(r)
+        gf = r["mixlab_gflops"]
+        gf_cell = f"{gf:.1f} ({100 * gf / r['sgemm_gflops']:.0f} %)" if gf else "—"
         print(f"| {r['kernel']} | {r['B']} | {r['T']} | {r['threads']} | {r['mode']} | {r['baseline_ms']:.3g} | "
-              f"{r['mixlab_ms']:.3g} | **{r['ratio']:.2f}×** | {r['max_abs_diff']:.1e} |", flush=True)
+              f"{r['mixlab_ms']:.3g} | **{r['ratio']:.2f}×** | {gf_cell} | {r['max_abs_diff']:.1e} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"sgemm_gflops": sgemm, "isa": mixlab.fused_affine_isa(), "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
     delta_rule_recurrent,
     diag_decay_chunked,
     diag_decay_recurrent,
+    fused_affine_isa,
     mixer_families,
     resolvent,
     toeplitz,
@@ -43,7 +44,7 @@ __version__ = _mixlab.__version__
 __all__ = [
     "Error", "InternalError", "Mixer", "MixerState", "Pattern", "analyze", "check_mixer_spec",
     "delta_rule_chunked", "delta_rule_recurrent", "diag_decay_chunked", "diag_decay_recurrent",
-    "mixer", "mixer_families", "resolvent", "toeplitz",
+    "fused_affine_isa", "mixer", "mixer_families", "resolvent", "toeplitz",
 ]
 
 

@@ -11,6 +11,13 @@
 // All take an optional initial_state and return the final state; gradients flow through inputs
 // and initial state in every form (prefill in pieces equals one long forward).
 //
+// Calls that keep no gradient (grad mode off, or no argument requires grad) of the chunked and
+// recurrent forms run the fused forward instead of the LibTorch composition: a native token loop
+// per (batch, head) with the (Dk,Dv) state in L1 and 2 multiply-adds per state entry and token,
+// half the arithmetic of the chunked form, built for AVX-512, AVX2+FMA and plain x86-64 and
+// picked at run time (issue 17 item 2). Same outputs and final state to float rounding; a
+// ComposedAffineGuard forces the composition (tests compare the two; benchmarks time both).
+//
 // State orientation: S (B,H,Dk,Dv), output o_t = S_t^T q_t (read after the write of token t).
 //
 // Kernel 1 — diagonal decay on the key dimension ("gated linear attention"):
@@ -48,6 +55,21 @@
 #include <cstdint>
 
 namespace mixlab {
+
+/// While one is alive on this thread, calls without gradients take the LibTorch composition of
+/// their form, as calls with gradients do, instead of the fused forward.
+class ComposedAffineGuard {
+ public:
+  ComposedAffineGuard();
+  ~ComposedAffineGuard();
+  ComposedAffineGuard(const ComposedAffineGuard&) = delete;
+  ComposedAffineGuard& operator=(const ComposedAffineGuard&) = delete;
+};
+
+/// The instruction set the fused forward runs with: "avx512", "avx2" (with FMA) or "generic",
+/// the best this CPU has unless the environment variable MIXLAB_CPU_ISA names a lower one (an
+/// unknown name, or one the CPU lacks, is an error at the next fused call and here).
+const char* fused_affine_isa();
 
 /// Output of an affine recurrence over a sequence.
 struct AffineResult {

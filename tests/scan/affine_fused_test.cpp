@@ -1,0 +1,239 @@
+// The fused forward of the affine kernels (calls without gradients; mixlab/scan/affine.h): equal
+// to the plain loop reference and to the LibTorch composition for every instruction set this CPU
+// has, across lengths, widths that leave vector tails, gate kinds and strengths, in float and
+// double; taken exactly when no gradient is needed; thread count does not change it.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mixlab/core/error.h"
+#include "mixlab/scan/affine.h"
+#include "support/expect_error.h"
+#include "support/gradcheck.h"
+
+namespace mixlab {
+namespace {
+
+using testing::all_close;
+
+// Sets MIXLAB_CPU_ISA for its lifetime (unset when `isa` is empty), restoring the old value.
+class IsaScope {
+ public:
+  explicit IsaScope(const std::string& isa) {
+    if (const char* old = std::getenv("MIXLAB_CPU_ISA")) old_ = old;
+    if (isa.empty()) {
+      ::unsetenv("MIXLAB_CPU_ISA");
+    } else {
+      ::setenv("MIXLAB_CPU_ISA", isa.c_str(), 1);
+    }
+  }
+  ~IsaScope() {
+    if (old_) {
+      ::setenv("MIXLAB_CPU_ISA", old_->c_str(), 1);
+    } else {
+      ::unsetenv("MIXLAB_CPU_ISA");
+    }
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+// Every set this CPU can run, the best first.
+std::vector<std::string> isas_here() {
+  IsaScope none("");
+  const std::string best = fused_affine_isa();
+  if (best == "avx512") return {"avx512", "avx2", "generic"};
+  if (best == "avx2") return {"avx2", "generic"};
+  return {"generic"};
+}
+
+struct Case {
+  at::Tensor q, k, v, gate, beta, init;
+};
+
+// q, k, v non-contiguous (made (B,T,H,D), then transposed). kind 0: no decay, 1: a scalar gate
+// expanded over Dk, 2: per key.
+Case diag_case(int64_t T, int64_t Dk, int64_t Dv, int kind, double strength, at::ScalarType dtype, uint64_t seed) {
+  torch::manual_seed(seed);
+  const int64_t B = 2, H = 3;
+  auto o = torch::TensorOptions().dtype(dtype);
+  Case c;
+  c.q = torch::randn({B, T, H, Dk}, o).transpose(1, 2);
+  c.k = (torch::randn({B, T, H, Dk}, o) / std::sqrt(double(Dk))).transpose(1, 2);
+  c.v = torch::randn({B, T, H, Dv}, o).transpose(1, 2);
+  if (kind == 0) {
+    c.gate = torch::zeros({B, H, T, Dk}, o);
+  } else if (kind == 1) {
+    c.gate = (-strength * torch::rand({B, H, T, 1}, o)).expand({B, H, T, Dk});
+  } else {
+    c.gate = -strength * torch::rand({B, H, T, Dk}, o);
+  }
+  c.init = torch::randn({B, H, Dk, Dv}, o);
+  return c;
+}
+
+Case delta_case(int64_t T, int64_t Dk, int64_t Dv, bool gated, double strength, at::ScalarType dtype, uint64_t seed) {
+  torch::manual_seed(seed);
+  const int64_t B = 2, H = 3;
+  auto o = torch::TensorOptions().dtype(dtype);
+  Case c;
+  c.q = torch::randn({B, T, H, Dk}, o).transpose(1, 2);
+  auto k = torch::randn({B, T, H, Dk}, o);
+  c.k = (k / (k.norm(2, -1, true) + 1e-6)).transpose(1, 2);
+  c.v = torch::randn({B, T, H, Dv}, o).transpose(1, 2);
+  c.beta = 2 * torch::rand({B, H, T}, o);
+  if (gated) c.gate = -strength * torch::rand({B, H, T}, o);
+  c.init = torch::randn({B, H, Dk, Dv}, o);
+  return c;
+}
+
+// Tolerances: against the double reference, float rounding of a T-token recurrence.
+double tol_for(at::ScalarType dtype) { return dtype == torch::kFloat64 ? 1e-10 : 2e-4; }
+
+void expect_result(const AffineResult& got, const AffineResult& want, double tol, const std::string& what) {
+  EXPECT_TRUE(all_close(got.out.to(torch::kFloat64), want.out.to(torch::kFloat64), tol, tol)) << what << " out";
+  EXPECT_TRUE(all_close(got.final_state.to(torch::kFloat64), want.final_state.to(torch::kFloat64), tol, tol))
+      << what << " final state";
+}
+
+// Widths: Dv 83 = 64 + 16 + 3 leaves a full block, a one-vector block and a scalar tail with
+// 16 floats a vector; Dv 1 is only the tail; Dk 1 makes every gate a scalar gate.
+TEST(FusedAffine, DiagDecayEqualsReferenceAndCompositionOnEveryIsa) {
+  at::NoGradGuard no_grad;
+  uint64_t seed = 0;
+  for (const auto& isa : isas_here()) {
+    IsaScope scope(isa);
+    for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+      for (int64_t T : {0, 1, 19, 150}) {
+        for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{5, 83}, {1, 19}, {16, 1}}) {
+          for (int kind : {0, 1, 2}) {
+            for (double strength : {0.05, 20.0}) {
+              if (kind == 0 && strength > 1) continue;
+              const std::string what = isa + " " + std::string(c10::toString(dtype)) + " T=" + std::to_string(T) +
+                                       " Dk=" + std::to_string(Dk) + " Dv=" + std::to_string(Dv) +
+                                       " kind=" + std::to_string(kind) + " strength=" + std::to_string(strength);
+              const auto c = diag_case(T, Dk, Dv, kind, strength, dtype, ++seed);
+              const auto d = [](const at::Tensor& t) { return t.to(torch::kFloat64); };
+              const auto ref = diag_decay_reference(d(c.q), d(c.k), d(c.v), d(c.gate), d(c.init));
+              const auto chunked = diag_decay_chunked(c.q, c.k, c.v, c.gate, c.init, 16);
+              const auto recurrent = diag_decay_recurrent(c.q, c.k, c.v, c.gate, c.init);
+              expect_result(chunked, ref, tol_for(dtype), what + " chunked");
+              expect_result(recurrent, ref, tol_for(dtype), what + " recurrent");
+              ASSERT_EQ(chunked.out.scalar_type(), dtype);
+              ASSERT_EQ(chunked.final_state.scalar_type(), dtype);
+              ComposedAffineGuard composed;
+              expect_result(chunked, diag_decay_chunked(c.q, c.k, c.v, c.gate, c.init, 16), tol_for(dtype),
+                            what + " vs composition");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedAffine, DeltaRuleEqualsReferenceAndCompositionOnEveryIsa) {
+  at::NoGradGuard no_grad;
+  uint64_t seed = 100;
+  for (const auto& isa : isas_here()) {
+    IsaScope scope(isa);
+    for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+      for (int64_t T : {0, 1, 19, 150}) {
+        for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{5, 83}, {1, 19}, {16, 1}}) {
+          for (bool gated : {false, true}) {
+            const std::string what = isa + " " + std::string(c10::toString(dtype)) + " T=" + std::to_string(T) +
+                                     " Dk=" + std::to_string(Dk) + " Dv=" + std::to_string(Dv) +
+                                     (gated ? " gated" : " plain");
+            const auto c = delta_case(T, Dk, Dv, gated, 0.5, dtype, ++seed);
+            const auto d = [](const at::Tensor& t) { return t.defined() ? t.to(torch::kFloat64) : t; };
+            const auto ref = delta_rule_reference(d(c.q), d(c.k), d(c.v), d(c.beta), d(c.gate), d(c.init));
+            const auto chunked = delta_rule_chunked(c.q, c.k, c.v, c.beta, c.gate, c.init, 16);
+            const auto recurrent = delta_rule_recurrent(c.q, c.k, c.v, c.beta, c.gate, c.init);
+            expect_result(chunked, ref, tol_for(dtype), what + " chunked");
+            expect_result(recurrent, ref, tol_for(dtype), what + " recurrent");
+            ComposedAffineGuard composed;
+            expect_result(chunked, delta_rule_chunked(c.q, c.k, c.v, c.beta, c.gate, c.init, 16), tol_for(dtype),
+                          what + " vs composition");
+          }
+        }
+      }
+    }
+  }
+}
+
+// Which path ran is observable through MIXLAB_CPU_ISA: only the fused path reads it, so a bad
+// value makes exactly the fused calls fail.
+TEST(FusedAffine, TakenExactlyWhenNoGradientIsNeeded) {
+  const auto c = diag_case(9, 4, 4, 2, 1.0, torch::kFloat32, 7);
+  const auto dc = delta_case(9, 4, 4, true, 1.0, torch::kFloat32, 8);
+  IsaScope bad("bogus");
+  {
+    at::NoGradGuard no_grad;
+    expect_error([&] { diag_decay_chunked(c.q, c.k, c.v, c.gate, c.init); }, "MIXLAB_CPU_ISA must be generic");
+    expect_error([&] { diag_decay_recurrent(c.q, c.k, c.v, c.gate); }, "MIXLAB_CPU_ISA must be generic");
+    expect_error([&] { delta_rule_chunked(dc.q, dc.k, dc.v, dc.beta, dc.gate); }, "MIXLAB_CPU_ISA must be generic");
+    expect_error([&] { delta_rule_recurrent(dc.q, dc.k, dc.v, dc.beta); }, "MIXLAB_CPU_ISA must be generic");
+    ComposedAffineGuard composed;
+    EXPECT_NO_THROW(diag_decay_chunked(c.q, c.k, c.v, c.gate, c.init));
+    EXPECT_NO_THROW(delta_rule_recurrent(dc.q, dc.k, dc.v, dc.beta));
+  }
+  // Grad mode on but nothing requires grad: fused.
+  expect_error([&] { diag_decay_chunked(c.q, c.k, c.v, c.gate); }, "MIXLAB_CPU_ISA must be generic");
+  // Any one input that requires grad (here only the initial state): the composition, with a graph.
+  auto init = c.init.clone().requires_grad_(true);
+  AffineResult r;
+  EXPECT_NO_THROW(r = diag_decay_chunked(c.q, c.k, c.v, c.gate, init));
+  EXPECT_TRUE(r.out.requires_grad());
+  auto beta = dc.beta.clone().requires_grad_(true);
+  EXPECT_NO_THROW(r = delta_rule_chunked(dc.q, dc.k, dc.v, beta, dc.gate));
+  EXPECT_TRUE(r.out.requires_grad());
+}
+
+TEST(FusedAffine, IsaNamesAreChecked) {
+  {
+    IsaScope bogus("sse9");
+    expect_error([&] { fused_affine_isa(); }, "MIXLAB_CPU_ISA must be generic, avx2 or avx512, got 'sse9'");
+  }
+  IsaScope generic("generic");
+  EXPECT_STREQ(fused_affine_isa(), "generic");
+  if (isas_here().front() != "avx512") {
+    IsaScope wide("avx512");
+    expect_error([&] { fused_affine_isa(); }, "names an instruction set this CPU lacks");
+  }
+}
+
+// One work item per (batch, head): the thread count splits them, it never changes the arithmetic.
+TEST(FusedAffine, ThreadCountDoesNotChangeTheResult) {
+  at::NoGradGuard no_grad;
+  const int threads = at::get_num_threads();
+  const auto c = diag_case(200, 32, 48, 2, 0.3, torch::kFloat32, 11);
+  at::set_num_threads(1);
+  const auto one = diag_decay_chunked(c.q, c.k, c.v, c.gate, c.init);
+  at::set_num_threads(2);
+  const auto two = diag_decay_chunked(c.q, c.k, c.v, c.gate, c.init);
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(one.out, two.out));
+  EXPECT_TRUE(torch::equal(one.final_state, two.final_state));
+}
+
+// Prefill in two pieces through the fused path equals one call (the state carries everything).
+TEST(FusedAffine, PrefillInPiecesEqualsOneCall) {
+  at::NoGradGuard no_grad;
+  const auto c = delta_case(120, 8, 24, true, 0.2, torch::kFloat64, 21);
+  const auto whole = delta_rule_chunked(c.q, c.k, c.v, c.beta, c.gate, c.init);
+  auto part = [&](const at::Tensor& t, int64_t a, int64_t n) { return t.narrow(2, a, n); };
+  const auto first = delta_rule_chunked(part(c.q, 0, 50), part(c.k, 0, 50), part(c.v, 0, 50), part(c.beta, 0, 50),
+                                        part(c.gate, 0, 50), c.init);
+  const auto second = delta_rule_recurrent(part(c.q, 50, 70), part(c.k, 50, 70), part(c.v, 50, 70),
+                                           part(c.beta, 50, 70), part(c.gate, 50, 70), first.final_state);
+  EXPECT_TRUE(all_close(torch::cat({first.out, second.out}, 2), whole.out, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(second.final_state, whole.final_state, 1e-12, 1e-12));
+}
+
+}  // namespace
+}  // namespace mixlab
