@@ -5,8 +5,10 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "affine_fused_kernels.h"
 #include "mixlab/core/error.h"
@@ -80,6 +82,30 @@ void run_diag(const Rows& r) {
 }
 
 template <typename Rows>
+void run_diag_backward(const Rows& r) {
+  switch (isa()) {
+    case Isa::kAvx512:
+      return affine_fused::avx512::diag_decay_backward(r);
+    case Isa::kAvx2:
+      return affine_fused::avx2::diag_decay_backward(r);
+    case Isa::kGeneric:
+      return affine_fused::generic::diag_decay_backward(r);
+  }
+}
+
+template <typename Rows>
+void run_delta_backward(const Rows& r) {
+  switch (isa()) {
+    case Isa::kAvx512:
+      return affine_fused::avx512::delta_rule_backward(r);
+    case Isa::kAvx2:
+      return affine_fused::avx2::delta_rule_backward(r);
+    case Isa::kGeneric:
+      return affine_fused::generic::delta_rule_backward(r);
+  }
+}
+
+template <typename Rows>
 void run_delta(const Rows& r) {
   switch (isa()) {
     case Isa::kAvx512:
@@ -100,6 +126,8 @@ std::pair<at::Tensor, at::Tensor> outputs(const AffineDims& d, const at::Tensor&
 
 }  // namespace
 
+bool fused_affine_allowed() { return composed_guards == 0; }
+
 bool fused_affine_applies(std::initializer_list<const at::Tensor*> inputs) {
   if (composed_guards > 0) return false;
   if (!at::GradMode::is_enabled()) return true;
@@ -108,51 +136,268 @@ bool fused_affine_applies(std::initializer_list<const at::Tensor*> inputs) {
   return true;
 }
 
-AffineResult diag_decay_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                              const at::Tensor& g, const at::Tensor& s0) {
-  at::NoGradGuard no_grad;
-  // A scalar gate passed expanded over Dk (stride 0) stays one factor per token.
-  const bool scalar_gate = d.Dk == 1 || g.stride(3) == 0;
-  const auto a = (scalar_gate ? g.select(3, 0) : g).exp().contiguous();  // ATen's vectorised exp
-  const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+namespace {
+
+// Tokens per checkpoint of the training forward: the backward recomputes a chunk's C + 1 states
+// (C Dk Dv values: 256 KiB at 32 x 64 x 64 in float, inside L2) from the state saved before it.
+constexpr int64_t kCheckpointTokens = 32;
+
+// The forward over contiguous q, k, v and decay factors a ((B,H,T) with scalar_gate, else
+// (B,H,T,Dk)); with `ckpt` defined ((B,H,ceil(T/C),Dk,Dv)) it saves the state before every chunk.
+std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
+                                                   const at::Tensor& v, const at::Tensor& a, bool scalar_gate,
+                                                   const at::Tensor& s0, at::Tensor* ckpt) {
   auto [out, state] = outputs(d, q, s0);
-  const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv;
-  const int64_t a_row = scalar_gate ? T : T * Dk;
+  const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv, C = kCheckpointTokens, chunks = (T + C - 1) / C;
+  if (ckpt) *ckpt = torch::empty({d.B, d.H, chunks, Dk, Dv}, q.options());
+  const int64_t a_row = scalar_gate ? 1 : Dk;
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "diag_decay_fused", [&] {
-    const scalar_t *qp = qc.data_ptr<scalar_t>(), *kp = kc.data_ptr<scalar_t>(), *vp = vc.data_ptr<scalar_t>(),
+    const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>(),
                    *ap = a.data_ptr<scalar_t>();
     scalar_t *op = out.data_ptr<scalar_t>(), *sp = state.data_ptr<scalar_t>();
+    scalar_t* cp = ckpt ? ckpt->data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
       for (int64_t bh = begin; bh < end; ++bh) {
-        run_diag(affine_fused::DiagDecayRows<scalar_t>{qp + bh * T * Dk, kp + bh * T * Dk, vp + bh * T * Dv,
-                                                       ap + bh * a_row, scalar_gate, op + bh * T * Dv,
-                                                       sp + bh * Dk * Dv, T, Dk, Dv});
+        affine_fused::DiagDecayRows<scalar_t> rows{qp + bh * T * Dk,
+                                                   kp + bh * T * Dk,
+                                                   vp + bh * T * Dv,
+                                                   ap + bh * T * a_row,
+                                                   scalar_gate,
+                                                   op + bh * T * Dv,
+                                                   sp + bh * Dk * Dv,
+                                                   T,
+                                                   Dk,
+                                                   Dv};
+        if (!cp) {
+          run_diag(rows);
+          continue;
+        }
+        for (int64_t c = 0; c < chunks; ++c) {  // save the state, then run the chunk's tokens
+          const int64_t t0 = c * C;
+          std::copy(rows.state, rows.state + Dk * Dv, cp + (bh * chunks + c) * Dk * Dv);
+          auto piece = rows;
+          piece.q += t0 * Dk;
+          piece.k += t0 * Dk;
+          piece.v += t0 * Dv;
+          piece.a += t0 * a_row;
+          piece.out += t0 * Dv;
+          piece.T = std::min(C, T - t0);
+          run_diag(piece);
+        }
       }
     });
   });
   return {out, state};
 }
 
-AffineResult delta_rule_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                              const at::Tensor& beta, const at::Tensor& log_alpha, const at::Tensor& s0) {
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Kernel 1 with gradients: the checkpointed fused forward and the fused backward. g is the log
+// decay as the kernel reads it ((B,H,T) for a scalar gate, else (B,H,T,Dk)); s0 an empty tensor
+// when there is no initial state (autograd's apply takes defined tensors).
+class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const at::Tensor& g, const at::Tensor& s0) {
+    const AffineDims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3)};
+    const bool scalar_gate = g.dim() == 3;
+    auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    auto a = g.exp().contiguous();
+    at::Tensor ckpt;
+    auto [out, state] = diag_forward_raw(d, qc, kc, vc, a, scalar_gate, s0.numel() > 0 ? s0 : at::Tensor(), &ckpt);
+    ctx->save_for_backward({qc, kc, vc, a, ckpt});
+    ctx->saved_data["has_s0"] = s0.numel() > 0;
+    return {out, state};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    MIXLAB_CHECK(!at::GradMode::is_enabled(),
+                 "diag_decay (fused): double backward (create_graph=true) is not supported by the fused kernel; "
+                 "run the call under mixlab::ComposedAffineGuard");
+    auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &a = saved[3], &ckpt = saved[4];
+    const bool scalar_gate = a.dim() == 3, has_s0 = ctx->saved_data["has_s0"].toBool();
+    const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Dk = q.size(3), Dv = v.size(3);
+    const int64_t C = kCheckpointTokens, chunks = ckpt.size(2);
+    auto grad_out = grads[0].defined() ? grads[0].contiguous() : torch::zeros({B, H, T, Dv}, q.options());
+    auto grad_state = grads[1].defined() ? grads[1].contiguous().clone() : torch::zeros({B, H, Dk, Dv}, q.options());
+    auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v), dg = torch::empty_like(a);
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "diag_decay_fused_backward", [&] {
+      using E = scalar_t;
+      const int64_t a_row = scalar_gate ? 1 : Dk;
+      at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+        std::vector<E> states(static_cast<size_t>((C + 1) * Dk * Dv)), dstate(static_cast<size_t>(Dk * Dv));
+        for (int64_t bh = begin; bh < end; ++bh) {
+          run_diag_backward(affine_fused::DiagDecayGradRows<E>{
+              q.data_ptr<E>() + bh * T * Dk, k.data_ptr<E>() + bh * T * Dk, v.data_ptr<E>() + bh * T * Dv,
+              a.data_ptr<E>() + bh * T * a_row, scalar_gate, ckpt.data_ptr<E>() + bh * chunks * Dk * Dv,
+              grad_out.data_ptr<E>() + bh * T * Dv, grad_state.data_ptr<E>() + bh * Dk * Dv,
+              dq.data_ptr<E>() + bh * T * Dk, dk.data_ptr<E>() + bh * T * Dk, dv.data_ptr<E>() + bh * T * Dv,
+              dg.data_ptr<E>() + bh * T * a_row, states.data(), dstate.data(), T, Dk, Dv, C});
+        }
+      });
+    });
+    return {dq, dk, dv, dg, has_s0 ? grad_state : at::Tensor()};
+  }
+};
+
+}  // namespace
+
+AffineResult diag_decay_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const at::Tensor& g, const at::Tensor& s0) {
   at::NoGradGuard no_grad;
-  const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), bc = beta.contiguous();
-  const auto alpha = log_alpha.defined() ? log_alpha.exp().contiguous() : at::Tensor();
+  // A scalar gate passed expanded over Dk (stride 0) stays one factor per token.
+  const bool scalar_gate = d.Dk == 1 || g.stride(3) == 0;
+  const auto a = (scalar_gate ? g.select(3, 0) : g).exp().contiguous();  // ATen's vectorised exp
+  auto [out, state] =
+      diag_forward_raw(d, q.contiguous(), k.contiguous(), v.contiguous(), a, scalar_gate, s0, /*ckpt=*/nullptr);
+  return {out, state};
+}
+
+AffineResult diag_decay_fused_trainable(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
+                                        const at::Tensor& v, const at::Tensor& g, const at::Tensor& s0) {
+  const bool scalar_gate = d.Dk == 1 || g.stride(3) == 0;
+  // The scalar gate enters as g.select(3, 0): its gradient flows back through select and expand.
+  auto r = DiagDecayFusedFunction::apply(q, k, v, scalar_gate ? g.select(3, 0) : g,
+                                         s0.defined() ? s0 : torch::empty({0}, q.options()));
+  return {r[0], r[1]};
+}
+
+namespace {
+
+// Kernel 2's forward over contiguous q, k, v, beta and alpha = exp(log_alpha) (undefined for
+// DeltaNet); with `ckpt` it saves the state before every chunk, as diag_forward_raw.
+std::pair<at::Tensor, at::Tensor> delta_forward_raw(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
+                                                    const at::Tensor& v, const at::Tensor& beta,
+                                                    const at::Tensor& alpha, const at::Tensor& s0, at::Tensor* ckpt) {
   auto [out, state] = outputs(d, q, s0);
-  const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv;
+  const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv, C = kCheckpointTokens, chunks = (T + C - 1) / C;
+  if (ckpt) *ckpt = torch::empty({d.B, d.H, chunks, Dk, Dv}, q.options());
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_rule_fused", [&] {
-    const scalar_t *qp = qc.data_ptr<scalar_t>(), *kp = kc.data_ptr<scalar_t>(), *vp = vc.data_ptr<scalar_t>(),
-                   *bp = bc.data_ptr<scalar_t>(), *alp = alpha.defined() ? alpha.data_ptr<scalar_t>() : nullptr;
+    const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>(),
+                   *bp = beta.data_ptr<scalar_t>(), *alp = alpha.defined() ? alpha.data_ptr<scalar_t>() : nullptr;
     scalar_t *op = out.data_ptr<scalar_t>(), *sp = state.data_ptr<scalar_t>();
+    scalar_t* cp = ckpt ? ckpt->data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
       for (int64_t bh = begin; bh < end; ++bh) {
-        run_delta(affine_fused::DeltaRuleRows<scalar_t>{qp + bh * T * Dk, kp + bh * T * Dk, vp + bh * T * Dv,
-                                                        bp + bh * T, alp ? alp + bh * T : nullptr, op + bh * T * Dv,
-                                                        sp + bh * Dk * Dv, T, Dk, Dv});
+        affine_fused::DeltaRuleRows<scalar_t> rows{qp + bh * T * Dk,
+                                                   kp + bh * T * Dk,
+                                                   vp + bh * T * Dv,
+                                                   bp + bh * T,
+                                                   alp ? alp + bh * T : nullptr,
+                                                   op + bh * T * Dv,
+                                                   sp + bh * Dk * Dv,
+                                                   T,
+                                                   Dk,
+                                                   Dv};
+        if (!cp) {
+          run_delta(rows);
+          continue;
+        }
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int64_t t0 = c * C;
+          std::copy(rows.state, rows.state + Dk * Dv, cp + (bh * chunks + c) * Dk * Dv);
+          auto piece = rows;
+          piece.q += t0 * Dk;
+          piece.k += t0 * Dk;
+          piece.v += t0 * Dv;
+          piece.beta += t0;
+          if (piece.alpha) piece.alpha += t0;
+          piece.out += t0 * Dv;
+          piece.T = std::min(C, T - t0);
+          run_delta(piece);
+        }
       }
     });
   });
   return {out, state};
+}
+
+// Kernel 2 with gradients (as DiagDecayFusedFunction); log_alpha and s0 empty when absent.
+class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const at::Tensor& beta, const at::Tensor& log_alpha, const at::Tensor& s0) {
+    const AffineDims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3)};
+    auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), bc = beta.contiguous();
+    const bool gated = log_alpha.numel() > 0;  // an empty tensor stands for DeltaNet (no decay)
+    auto alpha = gated ? log_alpha.exp().contiguous() : at::Tensor();
+    at::Tensor ckpt;
+    auto [out, state] = delta_forward_raw(d, qc, kc, vc, bc, alpha, s0.numel() > 0 ? s0 : at::Tensor(), &ckpt);
+    ctx->save_for_backward({qc, kc, vc, bc, gated ? alpha : torch::empty({0}, q.options()), ckpt});
+    ctx->saved_data["has_s0"] = s0.numel() > 0;
+    ctx->saved_data["gated"] = gated;
+    return {out, state};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    MIXLAB_CHECK(!at::GradMode::is_enabled(),
+                 "delta_rule (fused): double backward (create_graph=true) is not supported by the fused kernel; "
+                 "run the call under mixlab::ComposedAffineGuard");
+    auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &beta = saved[3], &alpha = saved[4], &ckpt = saved[5];
+    const bool has_s0 = ctx->saved_data["has_s0"].toBool(), gated = ctx->saved_data["gated"].toBool();
+    const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Dk = q.size(3), Dv = v.size(3);
+    const int64_t C = kCheckpointTokens, chunks = ckpt.size(2);
+    auto grad_out = grads[0].defined() ? grads[0].contiguous() : torch::zeros({B, H, T, Dv}, q.options());
+    auto grad_state = grads[1].defined() ? grads[1].contiguous().clone() : torch::zeros({B, H, Dk, Dv}, q.options());
+    auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v),
+         dbeta = torch::empty_like(beta);
+    auto dlog_alpha = gated ? torch::empty_like(beta) : at::Tensor();
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_rule_fused_backward", [&] {
+      using E = scalar_t;
+      at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+        std::vector<E> states(static_cast<size_t>((C + 1) * Dk * Dv)), w(static_cast<size_t>(C * Dv)),
+            dstate(static_cast<size_t>(Dk * Dv)), lanes(static_cast<size_t>(3 * Dk)), du(static_cast<size_t>(Dv));
+        for (int64_t bh = begin; bh < end; ++bh) {
+          run_delta_backward(affine_fused::DeltaRuleGradRows<E>{q.data_ptr<E>() + bh * T * Dk,
+                                                                k.data_ptr<E>() + bh * T * Dk,
+                                                                v.data_ptr<E>() + bh * T * Dv,
+                                                                beta.data_ptr<E>() + bh * T,
+                                                                gated ? alpha.data_ptr<E>() + bh * T : nullptr,
+                                                                ckpt.data_ptr<E>() + bh * chunks * Dk * Dv,
+                                                                grad_out.data_ptr<E>() + bh * T * Dv,
+                                                                grad_state.data_ptr<E>() + bh * Dk * Dv,
+                                                                dq.data_ptr<E>() + bh * T * Dk,
+                                                                dk.data_ptr<E>() + bh * T * Dk,
+                                                                dv.data_ptr<E>() + bh * T * Dv,
+                                                                dbeta.data_ptr<E>() + bh * T,
+                                                                gated ? dlog_alpha.data_ptr<E>() + bh * T : nullptr,
+                                                                states.data(),
+                                                                w.data(),
+                                                                dstate.data(),
+                                                                lanes.data(),
+                                                                du.data(),
+                                                                T,
+                                                                Dk,
+                                                                Dv,
+                                                                C});
+        }
+      });
+    });
+    return {dq, dk, dv, dbeta, dlog_alpha, has_s0 ? grad_state : at::Tensor()};
+  }
+};
+
+}  // namespace
+
+AffineResult delta_rule_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const at::Tensor& beta, const at::Tensor& log_alpha, const at::Tensor& s0) {
+  at::NoGradGuard no_grad;
+  const auto alpha = log_alpha.defined() ? log_alpha.exp().contiguous() : at::Tensor();
+  auto [out, state] = delta_forward_raw(d, q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous(), alpha, s0,
+                                        /*ckpt=*/nullptr);
+  return {out, state};
+}
+
+AffineResult delta_rule_fused_trainable(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
+                                        const at::Tensor& v, const at::Tensor& beta, const at::Tensor& log_alpha,
+                                        const at::Tensor& s0) {
+  const auto none = torch::empty({0}, q.options());
+  auto r =
+      DeltaRuleFusedFunction::apply(q, k, v, beta, log_alpha.defined() ? log_alpha : none, s0.defined() ? s0 : none);
+  return {r[0], r[1]};
 }
 
 }  // namespace detail

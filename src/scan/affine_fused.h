@@ -15,12 +15,22 @@ namespace mixlab::detail {
 /// True when no argument needs a gradient (grad mode off, or no defined tensor requires grad)
 /// and no ComposedAffineGuard is alive on this thread. Dtypes are float32/float64 already.
 bool fused_affine_applies(std::initializer_list<const at::Tensor*> inputs);
+/// True when no ComposedAffineGuard is alive on this thread (the fused path with gradients).
+bool fused_affine_allowed();
 
 /// Kernel 1 on checked arguments; g may be a scalar gate expanded over Dk (stride 0).
 AffineResult diag_decay_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const at::Tensor& g, const at::Tensor& s0);
+/// Kernel 1 with gradients: the fused forward saves a checkpoint state every 32 tokens and the
+/// fused backward recomputes each chunk's states from it (no double backward).
+AffineResult diag_decay_fused_trainable(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
+                                        const at::Tensor& v, const at::Tensor& g, const at::Tensor& s0);
 /// Kernel 2 on checked arguments; log_alpha undefined for DeltaNet.
 AffineResult delta_rule_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const at::Tensor& beta, const at::Tensor& log_alpha, const at::Tensor& s0);
+/// Kernel 2 with gradients, checkpointed as diag_decay_fused_trainable.
+AffineResult delta_rule_fused_trainable(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
+                                        const at::Tensor& v, const at::Tensor& beta, const at::Tensor& log_alpha,
+                                        const at::Tensor& s0);
 
 }  // namespace mixlab::detail

@@ -23,6 +23,31 @@ struct DiagDecayRows {
   int64_t T, Dk, Dv;
 };
 
+/// The backward of DiagDecayRows for one (batch, head). The forward saved `ckpt`: the state
+/// before every chunk of C tokens (ceil(T/C) states S_{cC-1}, Dk rows of Dv each). A chunk at a
+/// time, the kernel recomputes the chunk's states from its checkpoint (transposed, Dv rows of Dk,
+/// into `states`, (C+1) Dv Dk values) and walks its tokens backwards with dL/dS_t^T in `dstate`
+/// (Dv Dk values). grad_state: in dL/dS_{T-1}, out dL/dS_{-1} (Dk rows of Dv). dg = dL/dg =
+/// a dL/da: T rows of Dk, or T scalars with scalar_gate.
+template <typename E>
+struct DiagDecayGradRows {
+  const E* q;
+  const E* k;
+  const E* v;
+  const E* a;
+  bool scalar_gate;
+  const E* ckpt;
+  const E* grad_out;
+  E* grad_state;
+  E* dq;
+  E* dk;
+  E* dv;
+  E* dg;
+  E* states;
+  E* dstate;
+  int64_t T, Dk, Dv, C;
+};
+
 /// One (batch, head) of S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,
 /// o_t = S_t^T q_t; alpha null means alpha = 1 (DeltaNet).
 template <typename E>
@@ -37,13 +62,44 @@ struct DeltaRuleRows {
   int64_t T, Dk, Dv;
 };
 
+/// The backward of DeltaRuleRows for one (batch, head), checkpointed as DiagDecayGradRows. Each
+/// column of S evolves alone (S^T is row-local), so the kernel works on S^T throughout.
+/// Scratch: states (C+1) Dv Dk, w C Dv (S_{t-1}^T k_t of the chunk's tokens), dstate Dv Dk,
+/// lanes 3 Dk, du Dv. dlog_alpha null when alpha is null.
+template <typename E>
+struct DeltaRuleGradRows {
+  const E* q;
+  const E* k;
+  const E* v;
+  const E* beta;
+  const E* alpha;
+  const E* ckpt;
+  const E* grad_out;
+  E* grad_state;
+  E* dq;
+  E* dk;
+  E* dv;
+  E* dbeta;
+  E* dlog_alpha;
+  E* states;
+  E* w;
+  E* dstate;
+  E* lanes;
+  E* du;
+  int64_t T, Dk, Dv, C;
+};
+
 // One set per instruction set; the names are the namespaces of affine_fused_kernels_*.cpp.
-#define MIXLAB_AFFINE_FUSED_DECLARE(isa)         \
-  namespace isa {                                \
-  void diag_decay(const DiagDecayRows<float>&);  \
-  void diag_decay(const DiagDecayRows<double>&); \
-  void delta_rule(const DeltaRuleRows<float>&);  \
-  void delta_rule(const DeltaRuleRows<double>&); \
+#define MIXLAB_AFFINE_FUSED_DECLARE(isa)                      \
+  namespace isa {                                             \
+  void diag_decay(const DiagDecayRows<float>&);               \
+  void diag_decay(const DiagDecayRows<double>&);              \
+  void diag_decay_backward(const DiagDecayGradRows<float>&);  \
+  void diag_decay_backward(const DiagDecayGradRows<double>&); \
+  void delta_rule(const DeltaRuleRows<float>&);               \
+  void delta_rule(const DeltaRuleRows<double>&);              \
+  void delta_rule_backward(const DeltaRuleGradRows<float>&);  \
+  void delta_rule_backward(const DeltaRuleGradRows<double>&); \
   }
 MIXLAB_AFFINE_FUSED_DECLARE(generic)
 MIXLAB_AFFINE_FUSED_DECLARE(avx2)

@@ -1,7 +1,9 @@
-// The fused forward of the affine kernels (calls without gradients; mixlab/scan/affine.h): equal
-// to the plain loop reference and to the LibTorch composition for every instruction set this CPU
-// has, across lengths, widths that leave vector tails, gate kinds and strengths, in float and
-// double; taken exactly when no gradient is needed; thread count does not change it.
+// The fused affine kernels (mixlab/scan/affine.h): the forward without gradients equals the plain
+// loop reference and the LibTorch composition, and the checkpointed forward + backward equal the
+// composition's autograd, for every instruction set this CPU has, across lengths (around the
+// 32-token checkpoint), widths that leave vector tails, gate kinds and strengths; which path runs
+// is checked; the thread count does not change the result. (The double-precision gradchecks and
+// reference comparisons of tests/scan/affine_kernel_test.cpp run through the fused path too.)
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -184,14 +186,144 @@ TEST(FusedAffine, TakenExactlyWhenNoGradientIsNeeded) {
   }
   // Grad mode on but nothing requires grad: fused.
   expect_error([&] { diag_decay_chunked(c.q, c.k, c.v, c.gate); }, "MIXLAB_CPU_ISA must be generic");
-  // Any one input that requires grad (here only the initial state): the composition, with a graph.
+  // With an input that requires grad (here only the initial state, or beta) both kernels take
+  // their fused forward and backward; under the guard, the composition.
   auto init = c.init.clone().requires_grad_(true);
+  auto beta = dc.beta.clone().requires_grad_(true);
+  expect_error([&] { diag_decay_recurrent(c.q, c.k, c.v, c.gate, init); }, "MIXLAB_CPU_ISA must be generic");
+  expect_error([&] { delta_rule_chunked(dc.q, dc.k, dc.v, beta, dc.gate); }, "MIXLAB_CPU_ISA must be generic");
+  ComposedAffineGuard composed;
   AffineResult r;
   EXPECT_NO_THROW(r = diag_decay_chunked(c.q, c.k, c.v, c.gate, init));
   EXPECT_TRUE(r.out.requires_grad());
-  auto beta = dc.beta.clone().requires_grad_(true);
-  EXPECT_NO_THROW(r = delta_rule_chunked(dc.q, dc.k, dc.v, beta, dc.gate));
+  EXPECT_NO_THROW(r = delta_rule_recurrent(dc.q, dc.k, dc.v, beta, dc.gate));
   EXPECT_TRUE(r.out.requires_grad());
+}
+
+// Output, final state and the gradients of <out, wo> + <final, wf> w.r.t. q, k, v, the gate
+// leaf ((B,H,T,1) expanded for a scalar gate) and the initial state (when given).
+std::vector<at::Tensor> diag_grads(const Case& c, bool with_init, int64_t chunk) {
+  auto leaf = [](const at::Tensor& t) { return t.detach().clone().requires_grad_(true); };
+  auto q = leaf(c.q), k = leaf(c.k), v = leaf(c.v), init = leaf(c.init);
+  const bool scalar = c.gate.stride(3) == 0;
+  auto g_leaf = leaf(scalar ? c.gate.narrow(3, 0, 1) : c.gate);
+  auto g = scalar ? g_leaf.expand_as(c.gate) : g_leaf;
+  auto r = diag_decay_chunked(q, k, v, g, with_init ? init : at::Tensor(), chunk);
+  torch::manual_seed(5);
+  auto loss = (r.out * torch::randn_like(r.out)).sum() + (r.final_state * torch::randn_like(r.final_state)).sum();
+  std::vector<at::Tensor> leaves{q, k, v, g_leaf};
+  if (with_init) leaves.push_back(init);
+  auto grads = torch::autograd::grad({loss}, leaves);
+  grads.insert(grads.begin(), {r.out.detach(), r.final_state.detach()});
+  return grads;
+}
+
+// The fused backward against the composition's autograd, in float on every instruction set:
+// lengths around the 32-token checkpoint, lane tails (Dk 83 = 64 + 16 + 3), gate kinds.
+TEST(FusedAffine, DiagDecayBackwardEqualsCompositionOnEveryIsa) {
+  uint64_t seed = 300;
+  for (const auto& isa : isas_here()) {
+    IsaScope scope(isa);
+    for (int64_t T : {1, 31, 32, 33, 100}) {
+      for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}}) {
+        for (int kind : {0, 1, 2}) {
+          for (bool with_init : {false, true}) {
+            const std::string what = isa + " T=" + std::to_string(T) + " Dk=" + std::to_string(Dk) +
+                                     " Dv=" + std::to_string(Dv) + " kind=" + std::to_string(kind) +
+                                     (with_init ? " init" : "");
+            const auto c = diag_case(T, Dk, Dv, kind, kind == 0 ? 0.0 : 2.0, torch::kFloat32, ++seed);
+            const auto fused = diag_grads(c, with_init, 16);
+            std::vector<at::Tensor> composed;
+            {
+              ComposedAffineGuard guard;
+              composed = diag_grads(c, with_init, 16);
+            }
+            ASSERT_EQ(fused.size(), composed.size());
+            for (size_t i = 0; i < fused.size(); ++i)
+              EXPECT_TRUE(all_close(fused[i], composed[i], 2e-4, 2e-4)) << what << " tensor " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// As diag_grads for kernel 2: w.r.t. q, k, v, beta, log_alpha (gated) and the initial state.
+std::vector<at::Tensor> delta_grads(const Case& c, bool with_init, int64_t chunk) {
+  auto leaf = [](const at::Tensor& t) { return t.detach().clone().requires_grad_(true); };
+  auto q = leaf(c.q), k = leaf(c.k), v = leaf(c.v), beta = leaf(c.beta), init = leaf(c.init);
+  std::vector<at::Tensor> leaves{q, k, v, beta};
+  at::Tensor log_alpha;
+  if (c.gate.defined()) {
+    log_alpha = leaf(c.gate);
+    leaves.push_back(log_alpha);
+  }
+  if (with_init) leaves.push_back(init);
+  auto r = delta_rule_chunked(q, k, v, beta, log_alpha, with_init ? init : at::Tensor(), chunk);
+  torch::manual_seed(6);
+  auto loss = (r.out * torch::randn_like(r.out)).sum() + (r.final_state * torch::randn_like(r.final_state)).sum();
+  auto grads = torch::autograd::grad({loss}, leaves);
+  grads.insert(grads.begin(), {r.out.detach(), r.final_state.detach()});
+  return grads;
+}
+
+TEST(FusedAffine, DeltaRuleBackwardEqualsCompositionOnEveryIsa) {
+  uint64_t seed = 500;
+  for (const auto& isa : isas_here()) {
+    IsaScope scope(isa);
+    for (int64_t T : {1, 31, 32, 33, 100}) {
+      for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}}) {
+        for (bool gated : {false, true}) {
+          for (bool with_init : {false, true}) {
+            const std::string what = isa + " T=" + std::to_string(T) + " Dk=" + std::to_string(Dk) +
+                                     " Dv=" + std::to_string(Dv) + (gated ? " gated" : " plain") +
+                                     (with_init ? " init" : "");
+            const auto c = delta_case(T, Dk, Dv, gated, 0.5, torch::kFloat32, ++seed);
+            const auto fused = delta_grads(c, with_init, 16);
+            std::vector<at::Tensor> composed;
+            {
+              ComposedAffineGuard guard;
+              composed = delta_grads(c, with_init, 16);
+            }
+            ASSERT_EQ(fused.size(), composed.size());
+            for (size_t i = 0; i < fused.size(); ++i)
+              EXPECT_TRUE(all_close(fused[i], composed[i], 5e-4, 5e-4)) << what << " tensor " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A loss on the final state alone (no gradient reaches `out`) and one on `out` alone.
+TEST(FusedAffine, DiagDecayBackwardWithOneOutputUnused) {
+  const auto c = diag_case(70, 8, 8, 2, 1.0, torch::kFloat64, 41);
+  for (int which : {0, 1}) {
+    std::vector<at::Tensor> grads[2];
+    for (int composed : {0, 1}) {
+      std::optional<ComposedAffineGuard> guard;
+      if (composed) guard.emplace();
+      // (k and g: the final state does not depend on q)
+      auto k = c.k.detach().clone().requires_grad_(true), g = c.gate.detach().clone().requires_grad_(true);
+      auto r = diag_decay_chunked(c.q, k, c.v, g, c.init);
+      auto loss = which == 0 ? r.final_state.pow(2).sum() : r.out.pow(2).sum();
+      grads[composed] = torch::autograd::grad({loss}, {k, g});
+    }
+    for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(all_close(grads[0][i], grads[1][i], 1e-10, 1e-10)) << which << " " << i;
+  }
+}
+
+TEST(FusedAffine, DoubleBackwardIsAnError) {
+  const auto c = diag_case(5, 4, 4, 2, 1.0, torch::kFloat64, 43);
+  auto q = c.q.detach().clone().requires_grad_(true);
+  auto r = diag_decay_chunked(q, c.k, c.v, c.gate);
+  expect_error([&] { torch::autograd::grad({r.out.sum()}, {q}, {}, true, /*create_graph=*/true); },
+               {"diag_decay (fused): double backward", "ComposedAffineGuard"});
+  const auto dc = delta_case(5, 4, 4, true, 1.0, torch::kFloat64, 44);
+  auto dq = dc.q.detach().clone().requires_grad_(true);
+  r = delta_rule_recurrent(dq, dc.k, dc.v, dc.beta, dc.gate);
+  expect_error([&] { torch::autograd::grad({r.out.sum()}, {dq}, {}, true, /*create_graph=*/true); },
+               {"delta_rule (fused): double backward", "ComposedAffineGuard"});
 }
 
 TEST(FusedAffine, IsaNamesAreChecked) {
