@@ -33,11 +33,14 @@ std::shared_ptr<AffineMixer> make_layer(int64_t member, AffineForm form) {
   return layer;
 }
 
-// args: member, form, T, backward (0/1)
+// args: member, form, T, backward (0/1), composed (0/1: the LibTorch composition instead of the
+// fused kernels, i.e. the layer as it ran before issue 17 item 2)
 void BM_Layer(benchmark::State& state) {
   const int64_t member = state.range(0), T = state.range(2);
   const auto form = static_cast<AffineForm>(state.range(1));
-  const bool backward = state.range(3) != 0;
+  const bool backward = state.range(3) != 0, composed = state.range(4) != 0;
+  std::optional<mixlab::ComposedAffineGuard> guard;
+  if (composed) guard.emplace();
   auto layer = make_layer(member, form);
   auto x = torch::randn({kB, T, kC});
   if (backward) x.requires_grad_(true);
@@ -54,15 +57,16 @@ void BM_Layer(benchmark::State& state) {
                  (form == AffineForm::kChunked     ? "/chunked"
                   : form == AffineForm::kRecurrent ? "/recurrent"
                                                    : "/scan") +
-                 (backward ? "/fwd+bwd" : "/fwd"));
+                 (backward ? "/fwd+bwd" : "/fwd") + (composed ? "/composed" : ""));
 }
 
 void LayerArgs(benchmark::internal::Benchmark* b) {
   for (int64_t m = 0; m < static_cast<int64_t>(AffineMember::kCount); ++m)
     for (int64_t bw : {0, 1}) {
-      for (int64_t T : {256, 1024, 4096, 16384}) b->Args({m, static_cast<int64_t>(AffineForm::kChunked), T, bw});
-      for (int64_t T : {256, 1024, 4096}) b->Args({m, static_cast<int64_t>(AffineForm::kRecurrent), T, bw});
-      for (int64_t T : {256, 1024}) b->Args({m, static_cast<int64_t>(AffineForm::kScan), T, bw});
+      for (int64_t T : {256, 1024, 4096, 16384}) b->Args({m, static_cast<int64_t>(AffineForm::kChunked), T, bw, 0});
+      for (int64_t T : {1024, 4096}) b->Args({m, static_cast<int64_t>(AffineForm::kChunked), T, bw, 1});
+      for (int64_t T : {256, 1024, 4096}) b->Args({m, static_cast<int64_t>(AffineForm::kRecurrent), T, bw, 0});
+      for (int64_t T : {256, 1024}) b->Args({m, static_cast<int64_t>(AffineForm::kScan), T, bw, 0});
     }
 }
 BENCHMARK(BM_Layer)->Apply(LayerArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
