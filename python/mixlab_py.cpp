@@ -211,8 +211,9 @@ chunked training form:  S_t = diag(exp(g_t)) S_{t-1} + k_t v_t^T,  o_t = S_t^T q
 
 q, k, g (B,H,T,Dk) (g: log decay, finite, <= 0), v (B,H,T,Dv), initial_state (B,H,Dk,Dv) or None;
 chunk a power of two. Returns (out (B,H,T,Dv), final_state (B,H,Dk,Dv)), differentiable in all inputs.
-Without gradients (torch.no_grad(), or no input requires grad) it runs the fused native forward
-(see fused_affine_isa()); the result is the same to float rounding.
+Runs fused native kernels (see fused_affine_isa()): a token loop without gradients, a
+checkpointed forward and a fused backward with them (no double backward); the results equal the
+chunked composition to float rounding.
 )doc");
   m.def(
       "fused_affine_isa", [] { return std::string(mixlab::fused_affine_isa()); },

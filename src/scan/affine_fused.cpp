@@ -1,6 +1,7 @@
-// The fused affine forward (affine_fused.h): contiguous inputs, one work item per (batch, head)
-// over at::parallel_for, each running the raw token loop of affine_fused_kernels.inc built for
-// the best instruction set this CPU has.
+// The fused affine kernels (affine_fused.h): contiguous inputs, one work item per (batch, head)
+// over at::parallel_for, each running the raw loops of affine_fused_kernels.inc built for the
+// instruction set isa() picks (once per call, before the parallel region); the autograd
+// functions that pair the checkpointed forward with the fused backward.
 #include "affine_fused.h"
 
 #include <ATen/Parallel.h>
@@ -69,52 +70,29 @@ Isa isa() {
   return want;
 }
 
-template <typename Rows>
-void run_diag(const Rows& r) {
-  switch (isa()) {
-    case Isa::kAvx512:
-      return affine_fused::avx512::diag_decay(r);
-    case Isa::kAvx2:
-      return affine_fused::avx2::diag_decay(r);
-    case Isa::kGeneric:
-      return affine_fused::generic::diag_decay(r);
-  }
-}
+// The four kernels of one instruction set, for element type E.
+template <typename E>
+struct Kernels {
+  void (*diag)(const affine_fused::DiagDecayRows<E>&);
+  void (*diag_backward)(const affine_fused::DiagDecayGradRows<E>&);
+  void (*delta)(const affine_fused::DeltaRuleRows<E>&);
+  void (*delta_backward)(const affine_fused::DeltaRuleGradRows<E>&);
+};
 
-template <typename Rows>
-void run_diag_backward(const Rows& r) {
-  switch (isa()) {
+template <typename E>
+Kernels<E> kernels_for(Isa chosen) {
+  namespace f = affine_fused;
+  switch (chosen) {
     case Isa::kAvx512:
-      return affine_fused::avx512::diag_decay_backward(r);
+      return {f::avx512::diag_decay, f::avx512::diag_decay_backward, f::avx512::delta_rule,
+              f::avx512::delta_rule_backward};
     case Isa::kAvx2:
-      return affine_fused::avx2::diag_decay_backward(r);
+      return {f::avx2::diag_decay, f::avx2::diag_decay_backward, f::avx2::delta_rule, f::avx2::delta_rule_backward};
     case Isa::kGeneric:
-      return affine_fused::generic::diag_decay_backward(r);
+      break;
   }
-}
-
-template <typename Rows>
-void run_delta_backward(const Rows& r) {
-  switch (isa()) {
-    case Isa::kAvx512:
-      return affine_fused::avx512::delta_rule_backward(r);
-    case Isa::kAvx2:
-      return affine_fused::avx2::delta_rule_backward(r);
-    case Isa::kGeneric:
-      return affine_fused::generic::delta_rule_backward(r);
-  }
-}
-
-template <typename Rows>
-void run_delta(const Rows& r) {
-  switch (isa()) {
-    case Isa::kAvx512:
-      return affine_fused::avx512::delta_rule(r);
-    case Isa::kAvx2:
-      return affine_fused::avx2::delta_rule(r);
-    case Isa::kGeneric:
-      return affine_fused::generic::delta_rule(r);
-  }
+  return {f::generic::diag_decay, f::generic::diag_decay_backward, f::generic::delta_rule,
+          f::generic::delta_rule_backward};
 }
 
 // The output and the state the kernels write: the state starts as s0 (or zeros).
@@ -151,6 +129,7 @@ std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at
   const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv, C = kCheckpointTokens, chunks = (T + C - 1) / C;
   if (ckpt) *ckpt = torch::empty({d.B, d.H, chunks, Dk, Dv}, q.options());
   const int64_t a_row = scalar_gate ? 1 : Dk;
+  const Isa chosen = isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "diag_decay_fused", [&] {
     const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>(),
                    *ap = a.data_ptr<scalar_t>();
@@ -169,7 +148,7 @@ std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at
                                                    Dk,
                                                    Dv};
         if (!cp) {
-          run_diag(rows);
+          kernels_for<scalar_t>(chosen).diag(rows);
           continue;
         }
         for (int64_t c = 0; c < chunks; ++c) {  // save the state, then run the chunk's tokens
@@ -182,7 +161,7 @@ std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at
           piece.a += t0 * a_row;
           piece.out += t0 * Dv;
           piece.T = std::min(C, T - t0);
-          run_diag(piece);
+          kernels_for<scalar_t>(chosen).diag(piece);
         }
       }
     });
@@ -223,13 +202,14 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
     auto grad_out = grads[0].defined() ? grads[0].contiguous() : torch::zeros({B, H, T, Dv}, q.options());
     auto grad_state = grads[1].defined() ? grads[1].contiguous().clone() : torch::zeros({B, H, Dk, Dv}, q.options());
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v), dg = torch::empty_like(a);
+    const Isa chosen = isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "diag_decay_fused_backward", [&] {
       using E = scalar_t;
       const int64_t a_row = scalar_gate ? 1 : Dk;
       at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
         std::vector<E> states(static_cast<size_t>((C + 1) * Dk * Dv)), dstate(static_cast<size_t>(Dk * Dv));
         for (int64_t bh = begin; bh < end; ++bh) {
-          run_diag_backward(affine_fused::DiagDecayGradRows<E>{
+          kernels_for<E>(chosen).diag_backward(affine_fused::DiagDecayGradRows<E>{
               q.data_ptr<E>() + bh * T * Dk, k.data_ptr<E>() + bh * T * Dk, v.data_ptr<E>() + bh * T * Dv,
               a.data_ptr<E>() + bh * T * a_row, scalar_gate, ckpt.data_ptr<E>() + bh * chunks * Dk * Dv,
               grad_out.data_ptr<E>() + bh * T * Dv, grad_state.data_ptr<E>() + bh * Dk * Dv,
@@ -274,6 +254,7 @@ std::pair<at::Tensor, at::Tensor> delta_forward_raw(const AffineDims& d, const a
   auto [out, state] = outputs(d, q, s0);
   const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv, C = kCheckpointTokens, chunks = (T + C - 1) / C;
   if (ckpt) *ckpt = torch::empty({d.B, d.H, chunks, Dk, Dv}, q.options());
+  const Isa chosen = isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_rule_fused", [&] {
     const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>(),
                    *bp = beta.data_ptr<scalar_t>(), *alp = alpha.defined() ? alpha.data_ptr<scalar_t>() : nullptr;
@@ -292,7 +273,7 @@ std::pair<at::Tensor, at::Tensor> delta_forward_raw(const AffineDims& d, const a
                                                    Dk,
                                                    Dv};
         if (!cp) {
-          run_delta(rows);
+          kernels_for<scalar_t>(chosen).delta(rows);
           continue;
         }
         for (int64_t c = 0; c < chunks; ++c) {
@@ -306,7 +287,7 @@ std::pair<at::Tensor, at::Tensor> delta_forward_raw(const AffineDims& d, const a
           if (piece.alpha) piece.alpha += t0;
           piece.out += t0 * Dv;
           piece.T = std::min(C, T - t0);
-          run_delta(piece);
+          kernels_for<scalar_t>(chosen).delta(piece);
         }
       }
     });
@@ -345,34 +326,36 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v),
          dbeta = torch::empty_like(beta);
     auto dlog_alpha = gated ? torch::empty_like(beta) : at::Tensor();
+    const Isa chosen = isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_rule_fused_backward", [&] {
       using E = scalar_t;
       at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
         std::vector<E> states(static_cast<size_t>((C + 1) * Dk * Dv)), w(static_cast<size_t>(C * Dv)),
             dstate(static_cast<size_t>(Dk * Dv)), lanes(static_cast<size_t>(3 * Dk)), du(static_cast<size_t>(Dv));
         for (int64_t bh = begin; bh < end; ++bh) {
-          run_delta_backward(affine_fused::DeltaRuleGradRows<E>{q.data_ptr<E>() + bh * T * Dk,
-                                                                k.data_ptr<E>() + bh * T * Dk,
-                                                                v.data_ptr<E>() + bh * T * Dv,
-                                                                beta.data_ptr<E>() + bh * T,
-                                                                gated ? alpha.data_ptr<E>() + bh * T : nullptr,
-                                                                ckpt.data_ptr<E>() + bh * chunks * Dk * Dv,
-                                                                grad_out.data_ptr<E>() + bh * T * Dv,
-                                                                grad_state.data_ptr<E>() + bh * Dk * Dv,
-                                                                dq.data_ptr<E>() + bh * T * Dk,
-                                                                dk.data_ptr<E>() + bh * T * Dk,
-                                                                dv.data_ptr<E>() + bh * T * Dv,
-                                                                dbeta.data_ptr<E>() + bh * T,
-                                                                gated ? dlog_alpha.data_ptr<E>() + bh * T : nullptr,
-                                                                states.data(),
-                                                                w.data(),
-                                                                dstate.data(),
-                                                                lanes.data(),
-                                                                du.data(),
-                                                                T,
-                                                                Dk,
-                                                                Dv,
-                                                                C});
+          kernels_for<E>(chosen).delta_backward(
+              affine_fused::DeltaRuleGradRows<E>{q.data_ptr<E>() + bh * T * Dk,
+                                                 k.data_ptr<E>() + bh * T * Dk,
+                                                 v.data_ptr<E>() + bh * T * Dv,
+                                                 beta.data_ptr<E>() + bh * T,
+                                                 gated ? alpha.data_ptr<E>() + bh * T : nullptr,
+                                                 ckpt.data_ptr<E>() + bh * chunks * Dk * Dv,
+                                                 grad_out.data_ptr<E>() + bh * T * Dv,
+                                                 grad_state.data_ptr<E>() + bh * Dk * Dv,
+                                                 dq.data_ptr<E>() + bh * T * Dk,
+                                                 dk.data_ptr<E>() + bh * T * Dk,
+                                                 dv.data_ptr<E>() + bh * T * Dv,
+                                                 dbeta.data_ptr<E>() + bh * T,
+                                                 gated ? dlog_alpha.data_ptr<E>() + bh * T : nullptr,
+                                                 states.data(),
+                                                 w.data(),
+                                                 dstate.data(),
+                                                 lanes.data(),
+                                                 du.data(),
+                                                 T,
+                                                 Dk,
+                                                 Dv,
+                                                 C});
         }
       });
     });

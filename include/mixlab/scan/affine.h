@@ -11,12 +11,18 @@
 // All take an optional initial_state and return the final state; gradients flow through inputs
 // and initial state in every form (prefill in pieces equals one long forward).
 //
-// Calls that keep no gradient (grad mode off, or no argument requires grad) of the chunked and
-// recurrent forms run the fused forward instead of the LibTorch composition: a native token loop
-// per (batch, head) with the (Dk,Dv) state in L1 and 2 multiply-adds per state entry and token,
-// half the arithmetic of the chunked form, built for AVX-512, AVX2+FMA and plain x86-64 and
-// picked at run time (issue 17 item 2). Same outputs and final state to float rounding; a
-// ComposedAffineGuard forces the composition (tests compare the two; benchmarks time both).
+// The chunked and recurrent forms run fused native kernels instead of the LibTorch composition
+// (issue 17 item 2), built for AVX-512, AVX2+FMA and plain x86-64 and picked at run time:
+//  - without gradients (grad mode off, or no argument requires grad): a token loop per (batch,
+//    head) with the (Dk,Dv) state in L1 and 2 multiply-adds per state entry and token (fewer
+//    flops than the chunked form's GEMMs, and no temporaries);
+//  - with gradients: the same loop saving the state every 32 tokens, and a fused backward that
+//    recomputes each chunk's states from its checkpoint and walks it backwards. Memory: the
+//    inputs plus T/32 states per (batch, head). No double backward (create_graph=true is an
+//    error that names the guard below).
+// Same outputs, final state and gradients to float rounding. A ComposedAffineGuard forces the
+// composition (double backward; tests compare the two; benchmarks time both). The scan and
+// reference forms are always compositions.
 //
 // State orientation: S (B,H,Dk,Dv), output o_t = S_t^T q_t (read after the write of token t).
 //
