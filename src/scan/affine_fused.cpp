@@ -120,6 +120,41 @@ namespace {
 // (C Dk Dv values: 256 KiB at 32 x 64 x 64 in float, inside L2) from the state saved before it.
 constexpr int64_t kCheckpointTokens = 32;
 
+// Tokens [t0, t0 + len) of a (batch, head)'s rows: the same state, the inputs moved on.
+template <typename E>
+affine_fused::DiagDecayRows<E> tokens(affine_fused::DiagDecayRows<E> r, int64_t t0, int64_t len) {
+  r.q += t0 * r.Dk;
+  r.k += t0 * r.Dk;
+  r.v += t0 * r.Dv;
+  r.a += t0 * (r.scalar_gate ? 1 : r.Dk);
+  r.out += t0 * r.Dv;
+  r.T = len;
+  return r;
+}
+template <typename E>
+affine_fused::DeltaRuleRows<E> tokens(affine_fused::DeltaRuleRows<E> r, int64_t t0, int64_t len) {
+  r.q += t0 * r.Dk;
+  r.k += t0 * r.Dk;
+  r.v += t0 * r.Dv;
+  r.beta += t0;
+  if (r.alpha) r.alpha += t0;
+  r.out += t0 * r.Dv;
+  r.T = len;
+  return r;
+}
+
+// Runs `kernel` over the rows of one (batch, head); with `ckpt` non-null, in pieces of
+// kCheckpointTokens, saving the state before each piece (ckpt: ceil(T/C) states of Dk Dv).
+template <typename Rows, typename E>
+void run_rows(void (*kernel)(const Rows&), const Rows& rows, E* ckpt) {
+  if (!ckpt) return kernel(rows);
+  const int64_t C = kCheckpointTokens, size = rows.Dk * rows.Dv;
+  for (int64_t t0 = 0; t0 < rows.T; t0 += C, ckpt += size) {
+    std::copy(rows.state, rows.state + size, ckpt);
+    kernel(tokens(rows, t0, std::min(C, rows.T - t0)));
+  }
+}
+
 // The forward over contiguous q, k, v and decay factors a ((B,H,T) with scalar_gate, else
 // (B,H,T,Dk)); with `ckpt` defined ((B,H,ceil(T/C),Dk,Dv)) it saves the state before every chunk.
 std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
@@ -147,22 +182,7 @@ std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at
                                                    T,
                                                    Dk,
                                                    Dv};
-        if (!cp) {
-          kernels_for<scalar_t>(chosen).diag(rows);
-          continue;
-        }
-        for (int64_t c = 0; c < chunks; ++c) {  // save the state, then run the chunk's tokens
-          const int64_t t0 = c * C;
-          std::copy(rows.state, rows.state + Dk * Dv, cp + (bh * chunks + c) * Dk * Dv);
-          auto piece = rows;
-          piece.q += t0 * Dk;
-          piece.k += t0 * Dk;
-          piece.v += t0 * Dv;
-          piece.a += t0 * a_row;
-          piece.out += t0 * Dv;
-          piece.T = std::min(C, T - t0);
-          kernels_for<scalar_t>(chosen).diag(piece);
-        }
+        run_rows(kernels_for<scalar_t>(chosen).diag, rows, cp ? cp + bh * chunks * Dk * Dv : nullptr);
       }
     });
   });
@@ -272,23 +292,7 @@ std::pair<at::Tensor, at::Tensor> delta_forward_raw(const AffineDims& d, const a
                                                    T,
                                                    Dk,
                                                    Dv};
-        if (!cp) {
-          kernels_for<scalar_t>(chosen).delta(rows);
-          continue;
-        }
-        for (int64_t c = 0; c < chunks; ++c) {
-          const int64_t t0 = c * C;
-          std::copy(rows.state, rows.state + Dk * Dv, cp + (bh * chunks + c) * Dk * Dv);
-          auto piece = rows;
-          piece.q += t0 * Dk;
-          piece.k += t0 * Dk;
-          piece.v += t0 * Dv;
-          piece.beta += t0;
-          if (piece.alpha) piece.alpha += t0;
-          piece.out += t0 * Dv;
-          piece.T = std::min(C, T - t0);
-          kernels_for<scalar_t>(chosen).delta(piece);
-        }
+        run_rows(kernels_for<scalar_t>(chosen).delta, rows, cp ? cp + bh * chunks * Dk * Dv : nullptr);
       }
     });
   });
