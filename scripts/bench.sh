@@ -11,8 +11,10 @@
 #
 # Writes DIR/machine.json (CPU model, cores, BLAS, LibTorch version, commit, load before and
 # after), DIR/<binary>.json (Google Benchmark JSON, or the binary's own table for
-# bench_psm_decode) and DIR/tables.md (one markdown table per binary: time, CPU time and the
-# counters each case reports). docs/BENCHMARKS.md quotes these tables with their commands.
+# bench_psm_decode), DIR/baselines.{md,json} (bench/baselines/run.py: mixlab against plain
+# PyTorch through the Python module; filter name `baselines`) and DIR/tables.md (one markdown
+# table per binary: time, CPU time and the counters each case reports; then baselines.md).
+# docs/BENCHMARKS.md quotes these tables with their commands.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 quick=0
@@ -113,6 +115,24 @@ for bin in bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_
   fi
   echo "   $(( $(date +%s) - t0 )) s" >&2
 done
+# mixlab against the plain-PyTorch code a user would write instead (bench/baselines/run.py),
+# through the Python module, when the build has it.
+if [[ "baselines" =~ $filter ]]; then
+  echo "== baselines (bench/baselines/run.py)" >&2
+  t0=$(date +%s)
+  baseline_args=(--json "$out/baselines.json")
+  [ "$quick" = 1 ] && baseline_args+=(--quick)
+  if ! MIXLAB_BUILD_DIR="$build" MIXLAB_TARGETS="mixlab_python" bash "$here/scripts/build.sh" >/dev/null 2>&1; then
+    echo "bench.sh: the Python module did not build (python3-dev, pybind11-dev?); baselines skipped" >&2
+    failed+=(baselines)
+  elif ! PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/baselines/run.py" "${baseline_args[@]}" \
+      >"$out/baselines.md"; then
+    echo "bench.sh: bench/baselines/run.py failed; its results are missing from tables.md" >&2
+    failed+=(baselines)
+    rm -f "$out/baselines.json" "$out/baselines.md"
+  fi
+  echo "   $(( $(date +%s) - t0 )) s" >&2
+fi
 seconds=$(( $(date +%s) - start ))
 
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)
@@ -153,7 +173,7 @@ lines = [f"# mixlab benchmarks ({'quick' if machine['quick'] else 'full'} run)",
          "Threads: " + "; ".join(f"{k}: {v}" for k, v in machine["threads"].items()) + ".", ""]
 for path in sorted(glob.glob(os.path.join(out, "*.json"))):
     name = os.path.basename(path)[:-5]
-    if name == "machine":
+    if name in ("machine", "baselines"):  # baselines.md is the table of baselines.json
         continue
     runs = [b for b in json.load(open(path)).get("benchmarks", [])
             if b.get("run_type") != "aggregate" or b.get("aggregate_name") == "median"]
