@@ -46,10 +46,7 @@ AffineResult delta_rule_chunked(const at::Tensor& q, const at::Tensor& k, const 
   constexpr const char* fn = "delta_rule_chunked";
   const auto d = delta_check(fn, q, k, v, beta, log_alpha, initial_state);
   MIXLAB_CHECK(chunk >= 1, "{}: chunk must be >= 1, got {}", fn, chunk);
-  if (detail::fused_affine_applies({&q, &k, &v, &beta, &log_alpha, &initial_state}))
-    return detail::delta_rule_fused(d, q, k, v, beta, log_alpha, initial_state);
-  if (detail::fused_affine_allowed())
-    return detail::delta_rule_fused_trainable(d, q, k, v, beta, log_alpha, initial_state);
+  if (auto fused = detail::delta_rule_fused(d, q, k, v, beta, log_alpha, initial_state)) return *fused;
   const int64_t B = d.B, H = d.H, T = d.T, Dk = d.Dk, Dv = d.Dv, C = chunk;
   at::Tensor state = detail::affine_initial_or_zeros(initial_state, d, q);
   if (T == 0) return {torch::zeros({B, H, 0, Dv}, q.options()), state};
@@ -122,10 +119,7 @@ AffineStep delta_rule_step(const at::Tensor& state, const at::Tensor& q_t, const
 AffineResult delta_rule_recurrent(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                   const at::Tensor& log_alpha, const at::Tensor& initial_state) {
   const auto d = delta_check("delta_rule_recurrent", q, k, v, beta, log_alpha, initial_state);
-  if (detail::fused_affine_applies({&q, &k, &v, &beta, &log_alpha, &initial_state}))
-    return detail::delta_rule_fused(d, q, k, v, beta, log_alpha, initial_state);
-  if (detail::fused_affine_allowed())
-    return detail::delta_rule_fused_trainable(d, q, k, v, beta, log_alpha, initial_state);
+  if (auto fused = detail::delta_rule_fused(d, q, k, v, beta, log_alpha, initial_state)) return *fused;
   const auto qs = q.unbind(2), ks = k.unbind(2), vs = v.unbind(2), bs = beta.unbind(2);
   const auto las = log_alpha.defined() ? log_alpha.unbind(2) : std::vector<at::Tensor>();
   return detail::affine_token_loop(d, q, detail::affine_initial_or_zeros(initial_state, d, q),

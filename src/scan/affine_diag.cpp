@@ -61,9 +61,7 @@ AffineResult diag_decay_chunked(const at::Tensor& q, const at::Tensor& k, const 
   constexpr const char* fn = "diag_decay_chunked";
   const auto d = diag_check(fn, q, k, v, g, initial_state);
   MIXLAB_CHECK(chunk >= 1 && (chunk & (chunk - 1)) == 0, "{}: chunk must be a power of two >= 1, got {}", fn, chunk);
-  if (detail::fused_affine_applies({&q, &k, &v, &g, &initial_state}))
-    return detail::diag_decay_fused(d, q, k, v, g, initial_state);
-  if (detail::fused_affine_allowed()) return detail::diag_decay_fused_trainable(d, q, k, v, g, initial_state);
+  if (auto fused = detail::diag_decay_fused(d, q, k, v, g, initial_state)) return *fused;
   const int64_t B = d.B, H = d.H, T = d.T, Dk = d.Dk, Dv = d.Dv, C = chunk;
   at::Tensor state = detail::affine_initial_or_zeros(initial_state, d, q);
   if (T == 0) return {torch::zeros({B, H, 0, Dv}, q.options()), state};
@@ -180,9 +178,7 @@ AffineStep diag_decay_step(const at::Tensor& state, const at::Tensor& q_t, const
 AffineResult diag_decay_recurrent(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                                   const at::Tensor& initial_state) {
   const auto d = diag_check("diag_decay_recurrent", q, k, v, g, initial_state);
-  if (detail::fused_affine_applies({&q, &k, &v, &g, &initial_state}))
-    return detail::diag_decay_fused(d, q, k, v, g, initial_state);
-  if (detail::fused_affine_allowed()) return detail::diag_decay_fused_trainable(d, q, k, v, g, initial_state);
+  if (auto fused = detail::diag_decay_fused(d, q, k, v, g, initial_state)) return *fused;
   const auto qs = q.unbind(2), ks = k.unbind(2), vs = v.unbind(2), gs = g.unbind(2);  // see the chunked loop
   return detail::affine_token_loop(d, q, detail::affine_initial_or_zeros(initial_state, d, q),
                                    [&](const at::Tensor& state, size_t t) {

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,23 +100,18 @@ Kernels<E> kernels_for(Isa chosen) {
 // The output and the state the kernels write: the state starts as s0 (or zeros).
 std::pair<at::Tensor, at::Tensor> outputs(const AffineDims& d, const at::Tensor& q, const at::Tensor& s0) {
   auto out = torch::empty({d.B, d.H, d.T, d.Dv}, q.options());
-  auto state = s0.defined() ? s0.detach().contiguous().clone() : torch::zeros({d.B, d.H, d.Dk, d.Dv}, q.options());
+  auto state = s0.defined() ? s0.detach().clone(at::MemoryFormat::Contiguous)
+                            : torch::zeros({d.B, d.H, d.Dk, d.Dv}, q.options());
   return {out, state};
 }
 
-}  // namespace
-
-bool fused_affine_allowed() { return composed_guards == 0; }
-
-bool fused_affine_applies(std::initializer_list<const at::Tensor*> inputs) {
-  if (composed_guards > 0) return false;
+// True when no argument needs a gradient: grad mode off, or no defined tensor requires grad.
+bool needs_no_gradient(std::initializer_list<const at::Tensor*> inputs) {
   if (!at::GradMode::is_enabled()) return true;
   for (const at::Tensor* t : inputs)
     if (t->defined() && t->requires_grad()) return false;
   return true;
 }
-
-namespace {
 
 // Tokens per checkpoint of the training forward: the backward recomputes a chunk's C + 1 states
 // (C Dk Dv values: 256 KiB at 32 x 64 x 64 in float, inside L2) from the state saved before it.
@@ -242,29 +239,15 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
   }
 };
 
-}  // namespace
-
-AffineResult diag_decay_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                              const at::Tensor& g, const at::Tensor& s0) {
+// g as the kernels read it: (B,H,T) for a scalar gate, else (B,H,T,Dk).
+AffineResult diag_decay_no_grad(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const at::Tensor& g, const at::Tensor& s0) {
   at::NoGradGuard no_grad;
-  // A scalar gate passed expanded over Dk (stride 0) stays one factor per token.
-  const bool scalar_gate = d.Dk == 1 || g.stride(3) == 0;
-  const auto a = (scalar_gate ? g.select(3, 0) : g).exp().contiguous();  // ATen's vectorised exp
+  const auto a = g.exp().contiguous();  // ATen's vectorised exp
   auto [out, state] =
-      diag_forward_raw(d, q.contiguous(), k.contiguous(), v.contiguous(), a, scalar_gate, s0, /*ckpt=*/nullptr);
+      diag_forward_raw(d, q.contiguous(), k.contiguous(), v.contiguous(), a, g.dim() == 3, s0, /*ckpt=*/nullptr);
   return {out, state};
 }
-
-AffineResult diag_decay_fused_trainable(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
-                                        const at::Tensor& v, const at::Tensor& g, const at::Tensor& s0) {
-  const bool scalar_gate = d.Dk == 1 || g.stride(3) == 0;
-  // The scalar gate enters as g.select(3, 0): its gradient flows back through select and expand.
-  auto r = DiagDecayFusedFunction::apply(q, k, v, scalar_gate ? g.select(3, 0) : g,
-                                         s0.defined() ? s0 : torch::empty({0}, q.options()));
-  return {r[0], r[1]};
-}
-
-namespace {
 
 // Kernel 2's forward over contiguous q, k, v, beta and alpha = exp(log_alpha) (undefined for
 // DeltaNet); with `ckpt` it saves the state before every chunk, as diag_forward_raw.
@@ -367,10 +350,8 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
   }
 };
 
-}  // namespace
-
-AffineResult delta_rule_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                              const at::Tensor& beta, const at::Tensor& log_alpha, const at::Tensor& s0) {
+AffineResult delta_rule_no_grad(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const at::Tensor& beta, const at::Tensor& log_alpha, const at::Tensor& s0) {
   at::NoGradGuard no_grad;
   const auto alpha = log_alpha.defined() ? log_alpha.exp().contiguous() : at::Tensor();
   auto [out, state] = delta_forward_raw(d, q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous(), alpha, s0,
@@ -378,13 +359,29 @@ AffineResult delta_rule_fused(const AffineDims& d, const at::Tensor& q, const at
   return {out, state};
 }
 
-AffineResult delta_rule_fused_trainable(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
-                                        const at::Tensor& v, const at::Tensor& beta, const at::Tensor& log_alpha,
-                                        const at::Tensor& s0) {
+}  // namespace
+
+std::optional<AffineResult> diag_decay_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
+                                             const at::Tensor& v, const at::Tensor& g, const at::Tensor& s0) {
+  if (composed_guards > 0) return std::nullopt;
+  // A scalar gate passed expanded over Dk (stride 0) stays one factor per token; with gradients
+  // it flows back through select and expand.
+  const auto g_eff = d.Dk == 1 || g.stride(3) == 0 ? g.select(3, 0) : g;
+  if (needs_no_gradient({&q, &k, &v, &g, &s0})) return diag_decay_no_grad(d, q, k, v, g_eff, s0);
+  auto r = DiagDecayFusedFunction::apply(q, k, v, g_eff, s0.defined() ? s0 : torch::empty({0}, q.options()));
+  return AffineResult{r[0], r[1]};
+}
+
+std::optional<AffineResult> delta_rule_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
+                                             const at::Tensor& v, const at::Tensor& beta, const at::Tensor& log_alpha,
+                                             const at::Tensor& s0) {
+  if (composed_guards > 0) return std::nullopt;
+  if (needs_no_gradient({&q, &k, &v, &beta, &log_alpha, &s0}))
+    return delta_rule_no_grad(d, q, k, v, beta, log_alpha, s0);
   const auto none = torch::empty({0}, q.options());
   auto r =
       DeltaRuleFusedFunction::apply(q, k, v, beta, log_alpha.defined() ? log_alpha : none, s0.defined() ? s0 : none);
-  return {r[0], r[1]};
+  return AffineResult{r[0], r[1]};
 }
 
 }  // namespace detail

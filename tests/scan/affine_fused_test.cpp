@@ -4,6 +4,12 @@
 // 32-token checkpoint), widths that leave vector tails, gate kinds and strengths; which path runs
 // is checked; the thread count does not change the result. (The double-precision gradchecks and
 // reference comparisons of tests/scan/affine_kernel_test.cpp run through the fused path too.)
+//
+// Under test: src/scan/affine_fused.cpp / affine_fused.h (dispatch, checkpointed forward, the two
+// autograd functions), src/scan/affine_fused_kernels.h and .inc through its three builds,
+// affine_fused_kernels_avx512.cpp, affine_fused_kernels_avx2.cpp and affine_fused_kernels_generic.cpp
+// (every set this CPU has: IsaScope below), each against diag_decay_reference /
+// delta_rule_reference and against the LibTorch composition (ComposedAffineGuard).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

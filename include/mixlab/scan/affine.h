@@ -62,8 +62,8 @@
 
 namespace mixlab {
 
-/// While one is alive on this thread, calls without gradients take the LibTorch composition of
-/// their form, as calls with gradients do, instead of the fused forward.
+/// While one is alive on this thread, the chunked and recurrent forms run their LibTorch
+/// composition instead of the fused kernels (with or without gradients).
 class ComposedAffineGuard {
  public:
   ComposedAffineGuard();
@@ -72,7 +72,7 @@ class ComposedAffineGuard {
   ComposedAffineGuard& operator=(const ComposedAffineGuard&) = delete;
 };
 
-/// The instruction set the fused forward runs with: "avx512", "avx2" (with FMA) or "generic",
+/// The instruction set the fused kernels run with: "avx512", "avx2" (with FMA) or "generic",
 /// the best this CPU has unless the environment variable MIXLAB_CPU_ISA names a lower one (an
 /// unknown name, or one the CPU lacks, is an error at the next fused call and here).
 const char* fused_affine_isa();
