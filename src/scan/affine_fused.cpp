@@ -1,19 +1,19 @@
 // The fused affine kernels (affine_fused.h): contiguous inputs, one work item per (batch, head)
 // over at::parallel_for, each running the raw loops of affine_fused_kernels.inc built for the
-// instruction set isa() picks (once per call, before the parallel region); the autograd
+// instruction set mixlab/core/cpu_isa.h picks (once per call, before the parallel region); the autograd
 // functions that pair the checkpointed forward with the fused backward.
 #include "affine_fused.h"
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "affine_fused_kernels.h"
+#include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/error.h"
 
 namespace mixlab {
@@ -28,49 +28,7 @@ ComposedAffineGuard::~ComposedAffineGuard() { --composed_guards; }
 namespace detail {
 namespace {
 
-enum class Isa { kGeneric, kAvx2, kAvx512 };
-
-Isa detect_isa() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
-#endif
-  return Isa::kGeneric;
-}
-
-const char* isa_name(Isa i) {
-  switch (i) {
-    case Isa::kAvx512:
-      return "avx512";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kGeneric:
-      break;
-  }
-  return "generic";
-}
-
-// The best set the CPU has, or a lower one named by MIXLAB_CPU_ISA (read per call: tests and
-// benchmarks switch it; one getenv is nothing beside a sequence's kernel).
-Isa isa() {
-  static const Isa best = detect_isa();
-  const char* forced = std::getenv("MIXLAB_CPU_ISA");
-  if (forced == nullptr || *forced == '\0') return best;
-  const std::string name = forced;
-  Isa want = Isa::kGeneric;
-  if (name == "avx512") {
-    want = Isa::kAvx512;
-  } else if (name == "avx2") {
-    want = Isa::kAvx2;
-  } else {
-    MIXLAB_CHECK(name == "generic", "MIXLAB_CPU_ISA must be generic, avx2 or avx512, got '{}'", name);
-  }
-  MIXLAB_CHECK(static_cast<int>(want) <= static_cast<int>(best),
-               "MIXLAB_CPU_ISA={} names an instruction set this CPU lacks (the best it has is {})", name,
-               isa_name(best));
-  return want;
-}
+using Isa = CpuIsa;
 
 // The four kernels of one instruction set, for element type E.
 template <typename E>
@@ -161,7 +119,7 @@ std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at
   const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv, C = kCheckpointTokens, chunks = (T + C - 1) / C;
   if (ckpt) *ckpt = torch::empty({d.B, d.H, chunks, Dk, Dv}, q.options());
   const int64_t a_row = scalar_gate ? 1 : Dk;
-  const Isa chosen = isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
+  const Isa chosen = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "diag_decay_fused", [&] {
     const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>(),
                    *ap = a.data_ptr<scalar_t>();
@@ -219,7 +177,7 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
     auto grad_out = grads[0].defined() ? grads[0].contiguous() : torch::zeros({B, H, T, Dv}, q.options());
     auto grad_state = grads[1].defined() ? grads[1].contiguous().clone() : torch::zeros({B, H, Dk, Dv}, q.options());
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v), dg = torch::empty_like(a);
-    const Isa chosen = isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
+    const Isa chosen = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "diag_decay_fused_backward", [&] {
       using E = scalar_t;
       const int64_t a_row = scalar_gate ? 1 : Dk;
@@ -257,7 +215,7 @@ std::pair<at::Tensor, at::Tensor> delta_forward_raw(const AffineDims& d, const a
   auto [out, state] = outputs(d, q, s0);
   const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv, C = kCheckpointTokens, chunks = (T + C - 1) / C;
   if (ckpt) *ckpt = torch::empty({d.B, d.H, chunks, Dk, Dv}, q.options());
-  const Isa chosen = isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
+  const Isa chosen = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_rule_fused", [&] {
     const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>(),
                    *bp = beta.data_ptr<scalar_t>(), *alp = alpha.defined() ? alpha.data_ptr<scalar_t>() : nullptr;
@@ -313,7 +271,7 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v),
          dbeta = torch::empty_like(beta);
     auto dlog_alpha = gated ? torch::empty_like(beta) : at::Tensor();
-    const Isa chosen = isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
+    const Isa chosen = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_rule_fused_backward", [&] {
       using E = scalar_t;
       at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
@@ -386,6 +344,6 @@ std::optional<AffineResult> delta_rule_fused(const AffineDims& d, const at::Tens
 
 }  // namespace detail
 
-const char* fused_affine_isa() { return detail::isa_name(detail::isa()); }
+const char* fused_affine_isa() { return cpu_isa_name(cpu_isa()); }
 
 }  // namespace mixlab

@@ -8,7 +8,7 @@
 // Under test: src/scan/affine_fused.cpp / affine_fused.h (dispatch, checkpointed forward, the two
 // autograd functions), src/scan/affine_fused_kernels.h and .inc through its three builds,
 // affine_fused_kernels_avx512.cpp, affine_fused_kernels_avx2.cpp and affine_fused_kernels_generic.cpp
-// (every set this CPU has: IsaScope below), each against diag_decay_reference /
+// (every set this CPU has: IsaScope, tests/support/isa_scope.h), each against diag_decay_reference /
 // delta_rule_reference and against the LibTorch composition (ComposedAffineGuard).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -22,34 +22,14 @@
 #include "mixlab/scan/affine.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
+#include "support/isa_scope.h"
 
 namespace mixlab {
 namespace {
 
 using testing::all_close;
 
-// Sets MIXLAB_CPU_ISA for its lifetime (unset when `isa` is empty), restoring the old value.
-class IsaScope {
- public:
-  explicit IsaScope(const std::string& isa) {
-    if (const char* old = std::getenv("MIXLAB_CPU_ISA")) old_ = old;
-    if (isa.empty()) {
-      ::unsetenv("MIXLAB_CPU_ISA");
-    } else {
-      ::setenv("MIXLAB_CPU_ISA", isa.c_str(), 1);
-    }
-  }
-  ~IsaScope() {
-    if (old_) {
-      ::setenv("MIXLAB_CPU_ISA", old_->c_str(), 1);
-    } else {
-      ::unsetenv("MIXLAB_CPU_ISA");
-    }
-  }
-
- private:
-  std::optional<std::string> old_;
-};
+using testing::IsaScope;
 
 // Every set this CPU can run, the best first.
 std::vector<std::string> isas_here() {
