@@ -1,23 +1,58 @@
 #include "mixlab/core/rope.h"
 
 #include <cmath>
+#include <deque>
+#include <mutex>
+#include <tuple>
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
 
+RopeTable rope_table(int64_t start, int64_t T, int64_t D, double base, torch::ScalarType dtype) {
+  MIXLAB_CHECK(D > 0 && D % 2 == 0, "rope_table: head dim D must be even and > 0, got {}", D);
+  MIXLAB_CHECK(start >= 0, "rope_table: start must be >= 0, got {}", start);
+  MIXLAB_CHECK(T >= 0, "rope_table: T must be >= 0, got {}", T);
+  using Key = std::tuple<int64_t, int64_t, int64_t, double, torch::ScalarType>;
+  struct Entry {
+    Key key;
+    RopeTable table;
+  };
+  // A few entries: training asks for one (start 0, the training length) per head dim; chunked
+  // prefill asks for a new start per chunk and must not evict it.
+  constexpr size_t kEntries = 8;
+  static std::mutex mutex;
+  static std::deque<Entry> cache;
+  const Key key{start, T, D, base, dtype};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& e : cache)
+      if (e.key == key) return e.table;
+  }
+  // Ordinary tensors even when the first caller decodes under InferenceMode: a later training
+  // call saves them for backward, which inference tensors refuse.
+  c10::InferenceMode normal_tensors(false);
+  torch::NoGradGuard no_grad;
+  // Angles in double, then cast: positions up to 2^24 keep full precision.
+  auto pos = torch::arange(start, start + T, torch::dtype(torch::kDouble));
+  auto inv = torch::pow(base, -torch::arange(0, D / 2, torch::dtype(torch::kDouble)) * 2.0 / D);
+  auto ang = torch::outer(pos, inv);  // (T, D/2)
+  RopeTable table{ang.cos().to(dtype).contiguous(), ang.sin().to(dtype).contiguous()};
+  std::lock_guard<std::mutex> lock(mutex);
+  cache.push_front({key, table});
+  if (cache.size() > kEntries) cache.pop_back();
+  return table;
+}
+
 torch::Tensor rope_apply(const torch::Tensor& x, int64_t start, double base) {
   check_dim("rope_apply", "x", x, 4, "(B,H,T,D)");
   const int64_t T = x.size(2), D = x.size(3);
   MIXLAB_CHECK(D % 2 == 0, "rope_apply: head dim D must be even, got {}", D);
   MIXLAB_CHECK(start >= 0, "rope_apply: start must be >= 0, got {}", start);
-  auto opts = x.options();
-  // Angles in double, then cast: positions up to 2^24 keep full precision.
-  auto pos = torch::arange(start, start + T, torch::dtype(torch::kDouble));
-  auto inv = torch::pow(base, -torch::arange(0, D / 2, torch::dtype(torch::kDouble)) * 2.0 / D);
-  auto ang = torch::outer(pos, inv);  // (T, D/2)
-  auto cos = ang.cos().to(opts.dtype()), sin = ang.sin().to(opts.dtype());
+  if (D == 0) return x.clone();
+  const auto table = rope_table(start, T, D, base, x.scalar_type());
+  const auto &cos = table.cos, &sin = table.sin;
   auto x1 = x.narrow(3, 0, D / 2), x2 = x.narrow(3, D / 2, D / 2);
   return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, 3);
 }

@@ -53,3 +53,26 @@ TEST(Rope, RowsEqualRopeApplyAtOnePosition) {
   }
   EXPECT_THROW(mixlab::rope_inv_freq(5), mixlab::Error);
 }
+
+// The cached tables are the angles rope_apply used to build per call, and a table first built
+// under InferenceMode (decode) still serves a training call that saves it for backward.
+TEST(Rope, TableIsCachedAndServesTrainingAfterDecode) {
+  {
+    c10::InferenceMode decode;
+    auto t = mixlab::rope_table(3, 17, 8, 10000.0, torch::kFloat);
+    EXPECT_EQ(t.cos.sizes(), (std::vector<int64_t>{17, 4}));
+  }
+  auto again = mixlab::rope_table(3, 17, 8, 10000.0, torch::kFloat);
+  EXPECT_FALSE(again.cos.is_inference());
+  auto same = mixlab::rope_table(3, 17, 8, 10000.0, torch::kFloat);
+  EXPECT_EQ(again.cos.data_ptr(), same.cos.data_ptr());  // served from the cache
+  auto pos = torch::arange(3, 20, torch::kDouble).unsqueeze(1);
+  auto inv = torch::pow(10000.0, -torch::arange(0, 4, torch::kDouble) * 2.0 / 8);
+  EXPECT_TRUE(mixlab::testing::all_close(again.cos, (pos * inv).cos().to(torch::kFloat), 1e-7, 1e-7));
+  EXPECT_TRUE(mixlab::testing::all_close(again.sin, (pos * inv).sin().to(torch::kFloat), 1e-7, 1e-7));
+  auto x = torch::randn({1, 2, 17, 8}, torch::requires_grad());
+  mixlab::rope_apply(x, 3).sum().backward();  // would throw if the table were an inference tensor
+  EXPECT_TRUE(x.grad().defined());
+  EXPECT_THROW(mixlab::rope_table(0, 4, 5, 10000.0, torch::kFloat), mixlab::Error);
+  EXPECT_THROW(mixlab::rope_table(-1, 4, 6, 10000.0, torch::kFloat), mixlab::Error);
+}
