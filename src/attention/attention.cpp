@@ -4,6 +4,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/rope.h"
+#include "mixlab/core/split_heads.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
@@ -81,7 +82,7 @@ torch::Tensor AttentionMixer::forward(const torch::Tensor& x) {
   check_floating(fn, "x", x);
   const int64_t B = x.size(0), T = x.size(1), H = dims_.n_heads, D = head_dim_;
   MIXLAB_CHECK(T > 0, "{}: x must have T > 0, got shape {}", fn, shape_string(x));
-  auto qkv = qkv_->forward(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,B,H,T,D)
+  const auto qkv = split_heads(qkv_->forward(x), 3, H, D);  // 3 × (B,H,T,D)
   auto q = rope_apply(qkv[0]), k = rope_apply(qkv[1]), v = qkv[2];
   auto y = window_ > 0 ? attend_window(q, k, v) : attend_full(q, k, v);
   return out_->forward(y.permute({0, 2, 1, 3}).reshape({B, T, dims_.d_model}));
@@ -98,7 +99,7 @@ torch::Tensor AttentionMixer::prefill(MixerState& state_base, const torch::Tenso
   if (T == 1) return step(*state, x.select(1, 0)).unsqueeze(1);  // one token: the step is cheaper
   torch::NoGradGuard no_grad;                                    // the cache carries no history (as step's)
   const int64_t start = state->position();
-  auto qkv = qkv_->forward(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,B,H,T,D)
+  const auto qkv = split_heads(qkv_->forward(x), 3, H, D);  // 3 × (B,H,T,D)
   auto q = rope_apply(qkv[0], start), k = rope_apply(qkv[1], start), v = qkv[2];
   torch::Tensor y;
   if (window_ > 0) {
