@@ -6,6 +6,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
+#include "pattern_keys.h"
 #include "resolvent_kernel.h"
 
 namespace mixlab {
@@ -121,26 +122,7 @@ class ScoresFunction : public torch::autograd::Function<ScoresFunction> {
 
 Tensor pattern_scores(const Tensor& q, const Tensor& k, const Pattern& pattern, bool with_diagonal,
                       const ResolventState* past, int past_key_channel) {
-  const char* fn = "pattern_scores";
-  check_dim(fn, "q", q, 4, "(B,H,T,D)");
-  check_floating(fn, "q", q);
-  check_cpu(fn, "q", q);
-  MIXLAB_CHECK(q.size(2) >= 1, "{}: q must have T >= 1 rows (B,H,T,D), got shape {}", fn, shape_string(q));
-  check_cpu(fn, "k", k);
-  check_same_dtype(fn, "k", k, "q", q);
-  check_shape(fn, "k", k, q.sizes().vec(), "(B,H,T,D)");
-  if (past) {
-    MIXLAB_CHECK(past_key_channel >= 0 && static_cast<size_t>(past_key_channel) < past->layout().extra_dims.size(),
-                 "{}: past_key_channel must name one of the state's {} extra channels, got {}", fn,
-                 past->layout().extra_dims.size(), past_key_channel);
-    MIXLAB_CHECK(past->layout().extra_dims[past_key_channel] == q.size(3) && past->batch() == q.size(0) &&
-                     past->heads() == q.size(1) && past->dtype() == q.scalar_type(),
-                 "{}: past state keys must be (B,H,*,D) = [{},{},*,{}] of {}, got extra channel [{},{},*,{}] of {}", fn,
-                 q.size(0), q.size(1), q.size(3), c10::toString(q.scalar_type()), past->batch(), past->heads(),
-                 past->layout().extra_dims[past_key_channel], c10::toString(past->dtype()));
-    MIXLAB_CHECK(past->pattern().spec() == pattern.spec(), "{}: past state has pattern '{}', expected '{}'", fn,
-                 past->pattern().spec(), pattern.spec());
-  }
+  detail::check_query_keys("pattern_scores", q, k, pattern, past, past_key_channel);
   auto rows = resolvent_rows(pattern, q.size(2), past);
   Tensor pk = torch::empty({0}, q.options());
   if (!rows.past_positions.empty()) pk = past->gather(past->extra_slots(past_key_channel), rows.past_positions);

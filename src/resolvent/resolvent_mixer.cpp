@@ -7,7 +7,9 @@
 #include "mixlab/core/error.h"
 #include "mixlab/core/parse_number.h"
 #include "mixlab/core/rope.h"
+#include "mixlab/core/split_heads.h"
 #include "mixlab/core/tensor_checks.h"
+#include "mixlab/resolvent/pattern_attention.h"
 #include "mixlab/resolvent/pattern_scores.h"
 
 namespace mixlab {
@@ -67,33 +69,36 @@ void ResolventMixer::check_input(const char* fn, const Tensor& x) const {
 
 ResolventCoeffs ResolventMixer::coefficients(const Tensor& x, const ResolventState* past) {
   check_input("ResolventMixer::coefficients", x);
-  const int64_t B = x.size(0), T = x.size(1), t0 = past ? past->position() : 0;
-  // (B,T,n·C) → (n,B,H,T,D)
-  auto proj = in_proj_->forward(x).view({B, T, n_proj_, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
-  int64_t k = 0;
-  auto next = [&] { return proj.select(0, k++); };
-  auto rope = [&](const Tensor& t) { return options_.rope ? rope_apply(t, t0, options_.rope_base) : t; };
+  const int64_t B = x.size(0), T = x.size(1);
+  // (B,T,n·C) → n × (B,H,T,D)
+  const auto proj = split_heads(in_proj_->forward(x), n_proj_, heads_, head_dim_);
+  size_t k = 0;
+  auto next = [&] { return proj[k++]; };
+  // RoPE, scores and softmax in one op per coefficient matrix (mixlab/resolvent/pattern_attention.h):
+  // it reads q and k straight from the strided projection output.
+  const double rope_base = options_.rope ? options_.rope_base : 0.0;
   ResolventCoeffs c;
   if (!shared()) {
-    c.qa = rope(next());
-    c.ka = rope(next());
+    auto q = next(), kk = next();
+    auto a = pattern_attention(q, kk, pattern_, true, rope_base, past, key_channel_a());
+    c.qa = a.queries;
+    c.ka = a.keys;
+    c.alpha = a.probs;
   }
   if (pattern_.recurrent()) {
-    c.qb = rope(next());
-    c.kb = rope(next());
+    auto q = next(), kk = next();
+    auto b = pattern_attention(q, kk, pattern_, false, rope_base, past, key_channel_b());
+    c.qb = b.queries;
+    c.kb = b.keys;
+    c.beta = b.probs;
+  } else {
+    c.beta = torch::zeros({B, heads_, T, 0}, x.options());
   }
   c.v = next();
   if (gated()) c.gate = torch::sigmoid(next());
-  if (!shared()) {
-    c.alpha = pattern_softmax(pattern_scores(c.qa, c.ka, pattern_, true, past, key_channel_a()), pattern_, true, t0);
-  } else {
+  if (shared()) {
     c.delta = delta_proj_->forward(x).permute({0, 2, 1}).unsqueeze(-1);  // (B,H,T,1)
     c.alpha = 1 + c.delta;
-  }
-  if (pattern_.recurrent()) {
-    c.beta = pattern_softmax(pattern_scores(c.qb, c.kb, pattern_, false, past, key_channel_b()), pattern_, false, t0);
-  } else {
-    c.beta = torch::zeros({B, heads_, T, 0}, x.options());
   }
   return c;
 }

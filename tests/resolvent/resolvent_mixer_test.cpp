@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "mixlab/core/error.h"
+#include "mixlab/resolvent/pattern_attention.h"
 #include "mixlab/resolvent/pattern_scores.h"
 #include "support/gradcheck.h"
 
@@ -52,6 +53,8 @@ Tensor dense_softmax(const Tensor& q, const Tensor& k, const Tensor& mask) {
 
 // The layer computed densely from its coefficients' q/k/v/gate (T×T matrices, per-channel solve).
 Tensor dense_layer(ResolventMixer& m, const Tensor& x) {
+  // The composed coefficients: their q and k carry the gradient the dense formulas need.
+  mixlab::ComposedPatternAttentionGuard composed;
   auto c = m.coefficients(x);
   const auto& p = m.pattern();
   const int64_t T = x.size(1);

@@ -63,12 +63,15 @@ std::string resolvent_spec_parse(const std::string& spec, const std::string& arg
 
 /// What the layer computes before the solve, exposed for tests and analysis (shapes (B,H,T,·)).
 struct ResolventCoeffs {
-  torch::Tensor qa, ka, qb, kb;  // after RoPE; qa/ka undefined with share_weights, qb/kb for B = 0
-  torch::Tensor alpha;           // (B,H,T,W+1), or (B,H,T,1) = 1 + δ with share_weights
-  torch::Tensor beta;            // (B,H,T,W) or (B,H,T,0)
-  torch::Tensor gate;            // (B,H,T,D) or undefined
-  torch::Tensor delta;           // (B,H,T,1) with share_weights
-  torch::Tensor v;               // (B,H,T,D)
+  // After RoPE; qa/ka undefined with share_weights, qb/kb for B = 0. They carry no gradient (the
+  // fused pattern_attention returns them as plain results) unless computed under a
+  // ComposedPatternAttentionGuard (mixlab/resolvent/pattern_attention.h).
+  torch::Tensor qa, ka, qb, kb;
+  torch::Tensor alpha;  // (B,H,T,W+1), or (B,H,T,1) = 1 + δ with share_weights
+  torch::Tensor beta;   // (B,H,T,W) or (B,H,T,0)
+  torch::Tensor gate;   // (B,H,T,D) or undefined
+  torch::Tensor delta;  // (B,H,T,1) with share_weights
+  torch::Tensor v;      // (B,H,T,D)
 };
 
 class ResolventMixer : public Mixer {

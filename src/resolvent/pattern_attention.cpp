@@ -1,0 +1,282 @@
+// RoPE + sampled scores + masked softmax over a pattern in one op (forward and backward kernels,
+// autograd). The composed form it replaces (rope_apply, pattern_scores, pattern_softmax) is the
+// reference in tests/resolvent/pattern_attention_test.cpp.
+#include "mixlab/resolvent/pattern_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "mixlab/core/rope.h"
+#include "mixlab/resolvent/pattern_scores.h"
+#include "pattern_keys.h"
+#include "resolvent_kernel.h"
+
+namespace mixlab {
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+namespace {
+
+thread_local int composed_guards = 0;
+
+// Fixed for one call; the kernels below get it and contain no checks.
+template <typename scalar_t>
+struct AttentionParams {
+  const ResolventRows* rows = nullptr;
+  int64_t D = 0;                  // head dim
+  int64_t WS = 0;                 // probs slots per row: W + 1 with the diagonal, W without
+  bool diag = false;              // slot 0 is the row itself
+  scalar_t scale = 1;             // 1 / sqrt(D)
+  const scalar_t* cos = nullptr;  // (T, D/2) RoPE table of the chunk's positions, null: no RoPE
+  const scalar_t* sin = nullptr;  // (T, D/2)
+};
+
+// A dot product with lane accumulators, so that GCC vectorises it without -ffast-math (a single
+// accumulator is a serial reduction it may not reorder).
+template <typename scalar_t>
+inline scalar_t dot_lanes(const scalar_t* __restrict a, const scalar_t* __restrict b, int64_t D) {
+  constexpr int64_t kLanes = 8;
+  scalar_t acc[kLanes] = {};
+  int64_t d = 0;
+  for (; d + kLanes <= D; d += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[d + l] * b[d + l];
+  scalar_t s = 0;
+  for (int64_t l = 0; l < kLanes; ++l) s += acc[l];
+  for (; d < D; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// dst = R_t src: the pairs (d, d + D/2) rotated as rope_apply does; a copy without RoPE.
+template <typename scalar_t>
+inline void rotate_row(const AttentionParams<scalar_t>& p, int64_t t, const scalar_t* __restrict src,
+                       scalar_t* __restrict dst) {
+  if (!p.cos) {
+    std::copy(src, src + p.D, dst);
+    return;
+  }
+  const int64_t half = p.D / 2;
+  const scalar_t* __restrict c = p.cos + t * half;
+  const scalar_t* __restrict s = p.sin + t * half;
+  for (int64_t d = 0; d < half; ++d) {
+    const scalar_t a = src[d], b = src[d + half];
+    dst[d] = a * c[d] - b * s[d];
+    dst[d + half] = a * s[d] + b * c[d];
+  }
+}
+
+// g = R_tᵀ g in place: the gradient of the rotated row taken back to the raw one.
+template <typename scalar_t>
+inline void rotate_row_back(const AttentionParams<scalar_t>& p, int64_t t, scalar_t* __restrict g) {
+  if (!p.cos) return;
+  const int64_t half = p.D / 2;
+  const scalar_t* __restrict c = p.cos + t * half;
+  const scalar_t* __restrict s = p.sin + t * half;
+  for (int64_t d = 0; d < half; ++d) {
+    const scalar_t a = g[d], b = g[d + half];
+    g[d] = a * c[d] + b * s[d];
+    g[d + half] = b * c[d] - a * s[d];
+  }
+}
+
+// Row i's key for slot n (0 = the diagonal when p.diag): a chunk row of kr or a past key row.
+template <typename scalar_t>
+inline int64_t slot_source(const AttentionParams<scalar_t>& p, int64_t i, int64_t n) {
+  if (p.diag) {
+    if (n == 0) return i;
+    --n;
+  }
+  const ResolventRows& r = *p.rows;
+  return r.offsets ? i - r.offsets[n] : r.src[i * r.W + n];
+}
+
+// One (b,h) slice. q, k: row t at q + t·q_stride (D contiguous); pk (Np,D) past keys, already
+// rotated; qr, kr (T,D) out: rotated rows; probs (T,WS) out; scores: WS scratch.
+template <typename scalar_t>
+void attention_forward_slice(const AttentionParams<scalar_t>& p, const scalar_t* q, int64_t q_stride, const scalar_t* k,
+                             int64_t k_stride, const scalar_t* pk, scalar_t* qr, scalar_t* kr, scalar_t* probs,
+                             scalar_t* scores) {
+  const ResolventRows& r = *p.rows;
+  const int64_t D = p.D, WS = p.WS;
+  for (int64_t t = 0; t < r.T; ++t) {
+    rotate_row(p, t, q + t * q_stride, qr + t * D);
+    rotate_row(p, t, k + t * k_stride, kr + t * D);
+  }
+  for (int64_t i = 0; i < r.T; ++i) {
+    const scalar_t* qi = qr + i * D;
+    const int64_t n = r.count[i] + (p.diag ? 1 : 0);
+    scalar_t* out = probs + i * WS;
+    scalar_t top = -std::numeric_limits<scalar_t>::infinity();
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t j = slot_source(p, i, s);
+      scores[s] = dot_lanes(qi, detail::source_row(kr, pk, j, D), D) * p.scale;
+      top = std::max(top, scores[s]);
+    }
+    scalar_t sum = 0;
+    for (int64_t s = 0; s < n; ++s) {
+      out[s] = std::exp(scores[s] - top);
+      sum += out[s];
+    }
+    const scalar_t inv = n > 0 ? scalar_t(1) / sum : scalar_t(0);
+    for (int64_t s = 0; s < n; ++s) out[s] *= inv;
+    std::fill(out + n, out + WS, scalar_t(0));
+  }
+}
+
+// Backward of one slice: dscore_s = P_s (dP_s − Σ P dP) (softmax), then the sampled product's
+// dq_i += dscore·k_j, dk_j += dscore·q_i (chunk keys only), then both rotated back.
+// dq, dk (T,D) zeroed on entry.
+template <typename scalar_t>
+void attention_backward_slice(const AttentionParams<scalar_t>& p, const scalar_t* qr, const scalar_t* kr,
+                              const scalar_t* pk, const scalar_t* probs, const scalar_t* dprobs, scalar_t* dq,
+                              scalar_t* dk) {
+  const ResolventRows& r = *p.rows;
+  const int64_t D = p.D, WS = p.WS;
+  for (int64_t i = 0; i < r.T; ++i) {
+    const int64_t n = r.count[i] + (p.diag ? 1 : 0);
+    const scalar_t* P = probs + i * WS;
+    const scalar_t* dP = dprobs + i * WS;
+    scalar_t mean = 0;
+    for (int64_t s = 0; s < n; ++s) mean += P[s] * dP[s];
+    const scalar_t* __restrict qi = qr + i * D;
+    scalar_t* __restrict dqi = dq + i * D;
+    for (int64_t s = 0; s < n; ++s) {
+      const scalar_t g = P[s] * (dP[s] - mean) * p.scale;
+      const int64_t j = slot_source(p, i, s);
+      const scalar_t* __restrict kj = detail::source_row(kr, pk, j, D);
+      for (int64_t d = 0; d < D; ++d) dqi[d] += g * kj[d];
+      if (j >= 0) {
+        scalar_t* __restrict dkj = dk + j * D;
+        for (int64_t d = 0; d < D; ++d) dkj[d] += g * qi[d];
+      }
+    }
+  }
+  for (int64_t t = 0; t < r.T; ++t) {
+    rotate_row_back(p, t, dq + t * D);
+    rotate_row_back(p, t, dk + t * D);
+  }
+}
+
+ResolventRows rows_again(AutogradContext* ctx) {
+  return resolvent_rows_restore(Pattern::parse(ctx->saved_data["spec"].toStringRef()), ctx->saved_data["t0"].toInt(),
+                                ctx->saved_data["T"].toInt(),
+                                ctx->saved_data.count("src") ? ctx->saved_data["src"].toTensor() : Tensor());
+}
+
+template <typename scalar_t>
+AttentionParams<scalar_t> make_params(const ResolventRows& rows, int64_t D, bool diag, const RopeTable* rope) {
+  AttentionParams<scalar_t> p;
+  p.rows = &rows;
+  p.D = D;
+  p.diag = diag;
+  p.WS = rows.W + (diag ? 1 : 0);
+  p.scale = static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(D, 1))));
+  if (rope) {
+    p.cos = rope->cos.data_ptr<scalar_t>();
+    p.sin = rope->sin.data_ptr<scalar_t>();
+  }
+  return p;
+}
+
+std::optional<RopeTable> table_of(double rope_base, int64_t t0, int64_t T, int64_t D, torch::ScalarType dtype) {
+  if (rope_base <= 0) return std::nullopt;
+  return rope_table(t0, T, D, rope_base, dtype);
+}
+
+class PatternAttentionFunction : public torch::autograd::Function<PatternAttentionFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Tensor& q_in, const Tensor& k_in, const Tensor& pk_in,
+                               const ResolventRows* rows, const std::string& spec, bool diag, double rope_base) {
+    // Rows are read strided over T; only the last dim must be contiguous.
+    auto q = q_in.stride(3) == 1 ? q_in : q_in.contiguous();
+    auto k = k_in.stride(3) == 1 ? k_in : k_in.contiguous();
+    auto pk = pk_in.contiguous();
+    const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+    const int64_t WS = rows->W + (diag ? 1 : 0), Np = pk.numel() > 0 ? pk.size(2) : 0;
+    auto probs = torch::empty({B, H, T, WS}, q.options());
+    auto qr = torch::empty({B, H, T, D}, q.options()), kr = torch::empty({B, H, T, D}, q.options());
+    const auto rope = table_of(rope_base, rows->t0, T, D, q.scalar_type());
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "pattern_attention", [&] {
+      const auto p = make_params<scalar_t>(*rows, D, diag, rope ? &*rope : nullptr);
+      const scalar_t *qd = q.data_ptr<scalar_t>(), *kd = k.data_ptr<scalar_t>();
+      at::parallel_for(0, B * H, 1, [&](int64_t b0, int64_t b1) {
+        std::vector<scalar_t> scores(static_cast<size_t>(std::max<int64_t>(WS, 1)));
+        for (int64_t bh = b0; bh < b1; ++bh) {
+          const int64_t b = bh / H, h = bh % H;
+          attention_forward_slice<scalar_t>(
+              p, qd + b * q.stride(0) + h * q.stride(1), q.stride(2), kd + b * k.stride(0) + h * k.stride(1),
+              k.stride(2), Np ? pk.data_ptr<scalar_t>() + bh * Np * D : nullptr, qr.data_ptr<scalar_t>() + bh * T * D,
+              kr.data_ptr<scalar_t>() + bh * T * D, probs.data_ptr<scalar_t>() + bh * T * WS, scores.data());
+        }
+      });
+    });
+    ctx->save_for_backward({qr, kr, pk, probs});
+    ctx->saved_data["spec"] = spec;
+    ctx->saved_data["t0"] = rows->t0;
+    ctx->saved_data["T"] = rows->T;
+    ctx->saved_data["diag"] = diag;
+    ctx->saved_data["rope_base"] = rope_base;
+    if (rows->t0 > 0) ctx->saved_data["src"] = rows->src_holder;
+    ctx->mark_non_differentiable({qr, kr});
+    return {probs, qr, kr};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &qr = saved[0], &kr = saved[1], &pk = saved[2], &probs = saved[3];
+    const bool diag = ctx->saved_data["diag"].toBool();
+    auto rows = rows_again(ctx);
+    const int64_t B = qr.size(0), H = qr.size(1), T = qr.size(2), D = qr.size(3);
+    const int64_t WS = probs.size(3), Np = pk.numel() > 0 ? pk.size(2) : 0;
+    auto dq = torch::zeros_like(qr), dk = torch::zeros_like(kr);
+    if (!grads[0].defined()) return {dq, dk, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    auto dprobs = grads[0].contiguous();
+    const auto rope = table_of(ctx->saved_data["rope_base"].toDouble(), rows.t0, T, D, qr.scalar_type());
+    AT_DISPATCH_FLOATING_TYPES(qr.scalar_type(), "pattern_attention_backward", [&] {
+      const auto p = make_params<scalar_t>(rows, D, diag, rope ? &*rope : nullptr);
+      at::parallel_for(0, B * H, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t bh = b0; bh < b1; ++bh)
+          attention_backward_slice<scalar_t>(
+              p, qr.data_ptr<scalar_t>() + bh * T * D, kr.data_ptr<scalar_t>() + bh * T * D,
+              Np ? pk.data_ptr<scalar_t>() + bh * Np * D : nullptr, probs.data_ptr<scalar_t>() + bh * T * WS,
+              dprobs.data_ptr<scalar_t>() + bh * T * WS, dq.data_ptr<scalar_t>() + bh * T * D,
+              dk.data_ptr<scalar_t>() + bh * T * D);
+      });
+    });
+    return {dq, dk, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+}  // namespace
+
+ComposedPatternAttentionGuard::ComposedPatternAttentionGuard() { ++composed_guards; }
+ComposedPatternAttentionGuard::~ComposedPatternAttentionGuard() { --composed_guards; }
+
+PatternAttention pattern_attention(const Tensor& q, const Tensor& k, const Pattern& pattern, bool with_diagonal,
+                                   double rope_base, const ResolventState* past, int past_key_channel) {
+  const char* fn = "pattern_attention";
+  detail::check_query_keys(fn, q, k, pattern, past, past_key_channel);
+  MIXLAB_CHECK(rope_base <= 0 || q.size(3) % 2 == 0,
+               "{}: RoPE needs an even head dim D, got q of shape {} (pass rope_base <= 0 for no rotation)", fn,
+               shape_string(q));
+  MIXLAB_CHECK(std::isfinite(rope_base), "{}: rope_base must be finite, got {}", fn, rope_base);
+  if (composed_guards > 0) {
+    const int64_t t0 = past ? past->position() : 0;
+    auto qr = rope_base > 0 ? rope_apply(q, t0, rope_base) : q;
+    auto kr = rope_base > 0 ? rope_apply(k, t0, rope_base) : k;
+    auto probs = pattern_softmax(pattern_scores(qr, kr, pattern, with_diagonal, past, past_key_channel), pattern,
+                                 with_diagonal, t0);
+    return {probs, qr, kr};
+  }
+  auto rows = resolvent_rows(pattern, q.size(2), past);
+  Tensor pk = torch::empty({0}, q.options());
+  if (!rows.past_positions.empty()) pk = past->gather(past->extra_slots(past_key_channel), rows.past_positions);
+  auto out = PatternAttentionFunction::apply(q, k, pk, &rows, pattern.spec(), with_diagonal, rope_base);
+  return {out[0], out[1], out[2]};
+}
+
+}  // namespace mixlab

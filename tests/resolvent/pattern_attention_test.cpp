@@ -1,0 +1,170 @@
+// The fused pattern_attention (RoPE + sampled scores + masked softmax in one op) against the
+// composed reference rope_apply → pattern_scores → pattern_softmax: forward, the rotated
+// queries/keys, both gradients, strided inputs, chunks that continue a state, a finite-difference
+// gradient check in double, and the errors.
+#include "mixlab/resolvent/pattern_attention.h"
+
+#include <gtest/gtest.h>
+
+#include "mixlab/core/error.h"
+#include "mixlab/core/rope.h"
+#include "mixlab/resolvent/pattern_scores.h"
+#include "support/expect_error.h"
+#include "support/gradcheck.h"
+
+namespace {
+
+using mixlab::ComposedPatternAttentionGuard;
+using mixlab::Pattern;
+using mixlab::pattern_attention;
+using mixlab::testing::all_close;
+using torch::Tensor;
+
+struct Case {
+  std::string spec;
+  int64_t T, D;
+  bool diag;
+  double rope_base;  // <= 0: no RoPE
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const std::string spec : {"pow2", "square+cache", "band:3", "dense", "causal", "order:1", "offsets:1,3,4"})
+    for (bool diag : {true, false})
+      for (double base : {10000.0, 0.0}) {
+        out.push_back({spec, 37, 6, diag, base});
+        out.push_back({spec, 1, 2, diag, base});
+      }
+  out.push_back({"pow2+cache", 79, 16, true, 500.0});
+  return out;
+}
+
+// Forward, queries/keys and both gradients of the fused op equal the composed form's.
+void expect_fused_equals_composed(const Case& c, torch::ScalarType dtype, double rtol, double atol) {
+  const auto p = Pattern::parse(c.spec);
+  const int64_t B = 2, H = 3;
+  // q strided like the layer's projection view: (B,T,H,D) memory read as (B,H,T,D).
+  auto q = torch::randn({B, c.T, H, c.D}, dtype).permute({0, 2, 1, 3}).requires_grad_(true);
+  auto k = torch::randn({B, H, c.T, c.D}, dtype).requires_grad_(true);
+  auto fused = pattern_attention(q, k, p, c.diag, c.rope_base);
+  mixlab::PatternAttention composed;
+  {
+    ComposedPatternAttentionGuard guard;
+    composed = pattern_attention(q, k, p, c.diag, c.rope_base);
+  }
+  const std::string what = c.spec + " T=" + std::to_string(c.T) + " D=" + std::to_string(c.D) +
+                           (c.diag ? " diag" : "") + (c.rope_base > 0 ? " rope" : "");
+  ASSERT_TRUE(all_close(fused.probs, composed.probs, rtol, atol)) << what;
+  EXPECT_TRUE(all_close(fused.queries, composed.queries, rtol, atol)) << what;
+  EXPECT_TRUE(all_close(fused.keys, composed.keys, rtol, atol)) << what;
+  EXPECT_FALSE(fused.keys.requires_grad());
+  auto up = torch::randn_like(fused.probs);
+  auto g1 = torch::autograd::grad({(fused.probs * up).sum()}, {q, k});
+  auto g2 = torch::autograd::grad({(composed.probs * up).sum()}, {q, k});
+  EXPECT_TRUE(all_close(g1[0], g2[0], rtol, atol)) << what << " dq";
+  EXPECT_TRUE(all_close(g1[1], g2[1], rtol, atol)) << what << " dk";
+}
+
+TEST(PatternAttention, FusedEqualsComposedDouble) {
+  torch::manual_seed(41);
+  for (const auto& c : cases()) expect_fused_equals_composed(c, torch::kDouble, 1e-10, 1e-12);
+}
+
+TEST(PatternAttention, FusedEqualsComposedFloat) {
+  torch::manual_seed(42);
+  for (const auto& c : cases()) expect_fused_equals_composed(c, torch::kFloat, 1e-4, 1e-6);
+}
+
+TEST(PatternAttention, RowsWithoutSlotsAreZeroAndFinite) {
+  // Row 0 of B reads nothing: all zeros, and its gradient is finite.
+  auto q = torch::randn({1, 1, 5, 4}, torch::kDouble).requires_grad_(true);
+  auto k = torch::randn({1, 1, 5, 4}, torch::kDouble).requires_grad_(true);
+  auto a = pattern_attention(q, k, Pattern::parse("pow2"), false, 10000.0);
+  EXPECT_EQ(a.probs.select(2, 0).abs().sum().item<double>(), 0.0);
+  // Valid rows sum to 1.
+  EXPECT_TRUE(all_close(a.probs.narrow(2, 1, 4).sum(-1), torch::ones({1, 1, 4}, torch::kDouble), 1e-12, 1e-12));
+  a.probs.pow(2).sum().backward();
+  EXPECT_TRUE(torch::isfinite(q.grad()).all().item<bool>());
+}
+
+TEST(PatternAttention, Gradcheck) {
+  torch::manual_seed(43);
+  for (const std::string spec : {"pow2+cache", "square"}) {
+    auto p = Pattern::parse(spec);
+    auto q = torch::randn({1, 2, 11, 4}, torch::kDouble).requires_grad_(true);
+    auto k = torch::randn({1, 2, 11, 4}, torch::kDouble).requires_grad_(true);
+    for (bool diag : {true, false})
+      for (double base : {100.0, 0.0}) {
+        auto fn = [&](const std::vector<Tensor>& in) { return pattern_attention(in[0], in[1], p, diag, base).probs; };
+        EXPECT_TRUE(mixlab::testing::gradcheck(fn, {q, k})) << spec << " diag " << diag << " base " << base;
+      }
+  }
+}
+
+// A chunk that continues a state reads the held (already rotated) keys and rotates its own rows
+// from position t0: the same as the composed form, and the same rows as one long call.
+TEST(PatternAttention, ChunkAfterStateEqualsComposedAndWhole) {
+  torch::manual_seed(44);
+  for (const std::string spec : {"pow2+cache", "square", "band:4"}) {
+    const auto p = Pattern::parse(spec);
+    const int64_t B = 2, H = 2, D = 6, T0 = 13, T1 = 9;
+    auto q = torch::randn({B, H, T0 + T1, D}, torch::kDouble);
+    auto k = torch::randn({B, H, T0 + T1, D}, torch::kDouble);
+    auto whole = pattern_attention(q, k, p, true, 10000.0);
+    mixlab::ResolventStateLayout layout;
+    layout.extra_dims = {D};
+    mixlab::ResolventState state(p, B, H, D, torch::kDouble, layout);
+    auto first = pattern_attention(q.narrow(2, 0, T0), k.narrow(2, 0, T0), p, true, 10000.0);
+    state.append(torch::zeros({B, H, T0, D}, torch::kDouble), torch::zeros({B, H, T0, D}, torch::kDouble),
+                 {first.keys});
+    auto qc = q.narrow(2, T0, T1).detach().requires_grad_(true);
+    auto kc = k.narrow(2, T0, T1).detach().requires_grad_(true);
+    auto chunk = pattern_attention(qc, kc, p, true, 10000.0, &state, 0);
+    mixlab::PatternAttention composed;
+    {
+      ComposedPatternAttentionGuard guard;
+      composed = pattern_attention(qc, kc, p, true, 10000.0, &state, 0);
+    }
+    EXPECT_TRUE(all_close(chunk.probs, composed.probs, 1e-10, 1e-12)) << spec;
+    EXPECT_TRUE(all_close(chunk.keys, whole.keys.narrow(2, T0, T1), 1e-12, 1e-12)) << spec;
+    // The chunk's slots are numbered like the whole call's rows (same pattern rows).
+    const int64_t WS = chunk.probs.size(3);
+    EXPECT_TRUE(all_close(chunk.probs, whole.probs.narrow(2, T0, T1).narrow(3, 0, WS), 1e-10, 1e-12)) << spec;
+    auto up = torch::randn_like(chunk.probs);
+    auto g1 = torch::autograd::grad({(chunk.probs * up).sum()}, {qc, kc});
+    auto g2 = torch::autograd::grad({(composed.probs * up).sum()}, {qc, kc});
+    EXPECT_TRUE(all_close(g1[0], g2[0], 1e-10, 1e-12)) << spec;
+    EXPECT_TRUE(all_close(g1[1], g2[1], 1e-10, 1e-12)) << spec;
+  }
+}
+
+TEST(PatternAttention, ErrorsNameTheArgument) {
+  const auto p = Pattern::parse("pow2");
+  auto q = torch::randn({1, 2, 5, 4});
+  expect_error(
+      [&] {
+        pattern_attention(torch::randn({1, 2, 5, 5}), torch::randn({1, 2, 5, 5}), p, true, 10000.0);
+      },
+      "even head dim");
+  expect_error(
+      [&] {
+        pattern_attention(q, torch::randn({1, 2, 6, 4}), p, true, 10000.0);
+      },
+      {"pattern_attention: k", "[1,2,6,4]"});
+  expect_error(
+      [&] {
+        pattern_attention(q, torch::randn({1, 2, 5, 4}, torch::kDouble), p, true, 10000.0);
+      },
+      {"k must have the dtype of q", "Double"});
+  expect_error(
+      [&] {
+        pattern_attention(torch::randn({1, 2, 0, 4}), torch::randn({1, 2, 0, 4}), p, true, 0.0);
+      },
+      "T >= 1");
+  expect_error([&] { pattern_attention(torch::randn({2, 5, 4}), torch::randn({2, 5, 4}), p, true, 0.0); }, "(B,H,T,D)");
+  expect_error([&] { pattern_attention(q, q, p, true, std::nan("")); }, "rope_base");
+  mixlab::ResolventState state(p, 1, 2, 4, torch::kFloat);
+  expect_error([&] { pattern_attention(q, q, p, true, 0.0, &state, 0); }, "past_key_channel");
+}
+
+}  // namespace
