@@ -8,10 +8,12 @@
 #include <string>
 #include <tuple>
 
+#include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/error.h"
 #include "mixlab/resolvent/resolvent.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
+#include "support/isa_scope.h"
 
 using mixlab::Pattern;
 using mixlab::testing::all_close;
@@ -103,6 +105,41 @@ INSTANTIATE_TEST_SUITE_P(AllPatterns, OpVsReference,
                            return s + "_T" + std::to_string(std::get<1>(info.param)) + "_D" +
                                   std::to_string(std::get<2>(info.param));
                          });
+
+// The op's row and blocked loops run in two builds (x86-64 baseline and AVX2 + FMA, picked per
+// call by mixlab/core/cpu_isa.h): both against the reference, forward and every gradient, on the
+// row kernel (pow2+cache), the blocked one (pow2 at T >= 130 reads offsets past one 64-row block),
+// gated and not, float64 and float32.
+TEST(Resolvent, EveryInstructionSetBuildMatchesReference) {
+  std::vector<std::string> isas = {"generic"};
+  if (mixlab::cpu_isa() >= mixlab::CpuIsa::kAvx2) isas.push_back("avx2");
+  for (const std::string spec : {"pow2+cache", "pow2", "square"})
+    for (bool gated : {false, true})
+      for (const auto& isa : isas) {
+        mixlab::testing::IsaScope scope(isa);
+        torch::manual_seed(71);
+        auto p = Pattern::parse(spec);
+        const int64_t T = gated ? 130 : 257, D = 33;
+        auto c = random_coeffs(p, 1, 2, T, D, torch::kDouble, /*strided=*/false, gated);
+        std::vector<Tensor> inputs = {c.alpha, c.beta, c.x};
+        if (gated) inputs.push_back(c.gate);
+        for (auto& t : inputs) t.requires_grad_(true);
+        auto y = mixlab::resolvent_forward(c.alpha, c.beta, c.x, p, c.gate);
+        auto y_ref = mixlab::resolvent_reference(c.alpha, c.beta, c.x, p, c.gate);
+        const std::string what = spec + (gated ? " gated " : " ") + isa;
+        ASSERT_TRUE(all_close(y, y_ref, 1e-9, 1e-10)) << what;
+        auto g = torch::randn_like(y_ref);
+        auto grads = grads_of(y, g, inputs);
+        auto grads_ref = grads_of(y_ref, g, inputs);
+        for (size_t k = 0; k < inputs.size(); ++k)
+          if (grads_ref[k].defined() && grads_ref[k].numel() > 0)
+            EXPECT_TRUE(all_close(grads[k], grads_ref[k], 1e-8, 1e-9)) << what << " grad " << k;
+        auto yf = mixlab::resolvent_forward(c.alpha.detach().to(torch::kFloat), c.beta.detach().to(torch::kFloat),
+                                            c.x.detach().to(torch::kFloat), p,
+                                            gated ? c.gate.detach().to(torch::kFloat) : Tensor());
+        EXPECT_TRUE(all_close(yf.to(torch::kDouble), y_ref.detach(), 1e-4, 1e-4)) << what << " float";
+      }
+}
 
 // The gated form builds a (B,H,D,T,T) reference: keep T·D moderate.
 INSTANTIATE_TEST_SUITE_P(Gated, OpVsReference,
