@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
 #include "mixlab/core/parse_number.h"
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
   std::string threads;
   app.add_option("--threads", threads, "Intra-op threads, 1 to 4 x cores (default: $MIXLAB_THREADS or all cores)");
   app.parse_complete_callback([&] {
+    // Large tensors reuse freed blocks instead of page-faulting fresh ones every step
+    // (mixlab/core/cpu_block_cache.h; MIXLAB_CPU_CACHE_MB=0 turns it off).
+    mixlab::install_cpu_block_cache();
     mixlab::threads_configure(
         threads.empty() ? 0 : static_cast<int>(mixlab::parse_int(threads, "--threads", 1, mixlab::threads_max())));
   });

@@ -1,0 +1,66 @@
+// The CPU block cache (mixlab/core/cpu_block_cache.h): freed large blocks serve the next request
+// of their size class, small ones never enter it, the budget bounds it, values are untouched, and
+// raw_allocate / raw_deallocate work through it. Installing it is process-wide, so every later
+// test of this binary runs on it too.
+#include "mixlab/core/cpu_block_cache.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <torch/torch.h>
+
+#include "mixlab/core/error.h"
+#include "support/expect_error.h"
+
+TEST(CpuBlockCache, ReusesLargeBlocksWithinBudget) {
+  ::setenv("MIXLAB_CPU_CACHE_MB", "lots", 1);
+  expect_error([] { mixlab::install_cpu_block_cache(); }, "MIXLAB_CPU_CACHE_MB");
+  ::unsetenv("MIXLAB_CPU_CACHE_MB");
+  EXPECT_FALSE(mixlab::install_cpu_block_cache(0));  // budget 0: nothing installed
+  EXPECT_FALSE(mixlab::cpu_block_cache_stats().installed);
+
+  ASSERT_TRUE(mixlab::install_cpu_block_cache(int64_t(16) << 20));  // 16 MiB
+  EXPECT_TRUE(mixlab::install_cpu_block_cache());                   // idempotent
+  mixlab::cpu_block_cache_release();
+  auto before = mixlab::cpu_block_cache_stats();
+  EXPECT_TRUE(before.installed);
+  EXPECT_EQ(before.budget_bytes, int64_t(16) << 20);
+
+  void* first = nullptr;
+  {
+    auto t = torch::full({3 << 18}, 2.0f);  // 3 MiB: size class 4 MiB
+    first = t.data_ptr();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % (2 << 20), 0u);  // huge-page aligned
+  }
+  auto freed = mixlab::cpu_block_cache_stats();
+  EXPECT_EQ(freed.misses, before.misses + 1);
+  EXPECT_EQ(freed.cached_bytes, int64_t(4) << 20);
+  {
+    auto t = torch::ones({(3 << 18) + 100});  // same class: the same block, values written anew
+    EXPECT_EQ(t.data_ptr(), first);
+    EXPECT_EQ(t.sum().item<float>(), float((3 << 18) + 100));
+  }
+  EXPECT_EQ(mixlab::cpu_block_cache_stats().hits, freed.hits + 1);
+
+  // Small tensors never enter the cache.
+  { auto s = torch::ones({1000}); }
+  EXPECT_EQ(mixlab::cpu_block_cache_stats().cached_bytes, int64_t(4) << 20);
+
+  // Over the budget: blocks beyond 16 MiB go back to the OS.
+  {
+    std::vector<torch::Tensor> many;
+    for (int i = 0; i < 6; ++i) many.push_back(torch::empty({1 << 20}));  // 4 MiB each
+  }
+  EXPECT_LE(mixlab::cpu_block_cache_stats().cached_bytes, int64_t(16) << 20);
+
+  // raw_allocate / raw_deallocate (small and large) go through the same deleter.
+  c10::Allocator* a = c10::GetAllocator(c10::DeviceType::CPU);
+  void* small = a->raw_allocate(100);
+  void* large = a->raw_allocate(size_t(5) << 20);
+  ASSERT_NE(small, nullptr);
+  ASSERT_NE(large, nullptr);
+  a->raw_deallocate(small);
+  a->raw_deallocate(large);
+
+  mixlab::cpu_block_cache_release();
+  EXPECT_EQ(mixlab::cpu_block_cache_stats().cached_bytes, 0);
+}
