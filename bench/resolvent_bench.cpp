@@ -16,13 +16,25 @@
 //                                      per T×T float matrix per head)
 //   BM_Decode/<pattern>/<context>      resolvent_step per token at context 1k / 8k / 64k
 //   BM_MemoryCopy                      memcpy of 256 MiB: the machine's copy bandwidth
+//   BM_TensorFill64MiB                 a fresh 64 MiB tensor filled: the cost of first-touch pages
+// Threads: LibTorch's default (1 on the project machine), or MIXLAB_THREADS.
+//   BM_Layer/<pattern>/<T>/<bwd>/<composed>  the whole ResolventMixer (B=1, C=128, H=2, D=64,
+//                                      RoPE, gated): forward (bwd 0) or forward+backward (1);
+//                                      composed 1 = RoPE, scores and softmax as the separate
+//                                      ops they were before the fused pattern_attention
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
+#include "mixlab/core/cpu_block_cache.h"
+#include "mixlab/core/threads.h"
+#include "mixlab/resolvent/pattern_attention.h"
 #include "mixlab/resolvent/resolvent.h"
+#include "mixlab/resolvent/resolvent_mixer.h"
 
 namespace {
 
@@ -66,6 +78,10 @@ void set_common(benchmark::State& st, const Inputs& in, int64_t H, int64_t T, do
   st.counters["nnz_per_head"] = double(in.nnz);
   st.counters["bytes_per_second"] =
       benchmark::Counter(op_bytes(in, H, T) * double(st.iterations()), benchmark::Counter::kIsRate);
+  // The bytes a forward must move at least (issue 17's "real bytes"): x, alpha, beta read once, y
+  // written once, the same set as saved_bytes (the gathers that hit cache are not counted).
+  st.counters["real_bytes_per_second"] =
+      benchmark::Counter(saved_bytes * double(st.iterations()), benchmark::Counter::kIsRate);
   st.counters["saved_MiB"] = saved_bytes / (1 << 20);
 }
 
@@ -188,7 +204,47 @@ void BM_MemoryCopy(benchmark::State& st) {
       benchmark::Counter(2.0 * double(n) * double(st.iterations()), benchmark::Counter::kIsRate);
 }
 
+// A fresh 64 MiB tensor filled once per iteration: what every large output of an op costs before
+// the op writes a byte of it (page faults), with and without the block cache (MIXLAB_CPU_CACHE_MB=0).
+void BM_TensorFill64MiB(benchmark::State& st) {
+  for (auto _ : st) benchmark::DoNotOptimize(torch::empty({16 << 20}).fill_(1.0f));
+  st.counters["bytes_per_second"] =
+      benchmark::Counter(double(64 << 20) * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+
+// The layer at the affine layers' bench width (bench/scan_bench.cpp): B = 1, C = 128, H = 2.
+void BM_Layer(benchmark::State& st, const std::string& spec) {
+  const int64_t T = st.range(0);
+  const bool backward = st.range(1) != 0, composed = st.range(2) != 0;
+  std::optional<mixlab::ComposedPatternAttentionGuard> guard;
+  if (composed) guard.emplace();
+  torch::manual_seed(0);
+  mixlab::MixerDims dims;
+  dims.d_model = 128;
+  dims.n_heads = 2;
+  mixlab::ResolventMixer layer(spec, dims);
+  auto x = torch::randn({1, T, dims.d_model});
+  if (backward) x.requires_grad_(true);
+  for (auto _ : st) {
+    if (backward) {
+      layer.forward(x).sum().backward();
+    } else {
+      torch::NoGradGuard no_grad;
+      benchmark::DoNotOptimize(layer.forward(x));
+    }
+  }
+  st.SetLabel(std::string(backward ? "fwd+bwd" : "fwd") + (composed ? "/composed" : "/fused"));
+}
+
 int register_all() {
+  for (const std::string spec : {"pow2", "pow2+cache", "square"})
+    for (int64_t T : {1024, 4096})
+      for (int64_t bwd : {0, 1})
+        for (int64_t composed : {0, 1})
+          benchmark::RegisterBenchmark(("BM_Layer/" + spec).c_str(), [spec](benchmark::State& s) { BM_Layer(s, spec); })
+              ->Args({T, bwd, composed})
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
   const std::vector<int64_t> Ts = {256, 1024, 2048, 4096, 16384, 65536};
   for (const auto& spec : kPatterns) {
     for (auto T : Ts) {
@@ -268,11 +324,16 @@ int register_all() {
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime()
           ->Iterations(64);
+  benchmark::RegisterBenchmark("BM_TensorFill64MiB", BM_TensorFill64MiB)->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("BM_MemoryCopy", BM_MemoryCopy)->Unit(benchmark::kMillisecond)->UseRealTime();
   return 0;
 }
 
 const int kRegistered = register_all();
+// As the CLI: large tensors reuse freed blocks (MIXLAB_CPU_CACHE_MB=0 times LibTorch's allocator).
+const bool kBlockCache = mixlab::install_cpu_block_cache();
+// LibTorch's default thread count (1 here) unless MIXLAB_THREADS names one.
+const int kThreads = std::getenv("MIXLAB_THREADS") ? mixlab::threads_configure() : at::get_num_threads();
 
 }  // namespace
 
