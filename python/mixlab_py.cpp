@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "mixlab/analysis/analyze.h"
+#include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
 #include "mixlab/mixer/mixer.h"
@@ -215,6 +216,29 @@ Runs fused native kernels (see fused_affine_isa()): a token loop without gradien
 checkpointed forward and a fused backward with them (no double backward); the results equal the
 chunked composition to float rounding.
 )doc");
+  m.def(
+      "use_cpu_block_cache",
+      [](int64_t budget_mb) {
+        return mixlab::install_cpu_block_cache(budget_mb < 0 ? -1 : budget_mb * (int64_t(1) << 20));
+      },
+      py::arg("budget_mb") = -1,
+      "Makes mixlab's CPU block cache torch's CPU allocator for this process (mixlab/core/cpu_block_cache.h): "
+      "freed tensors of >= 1 MiB keep their memory for the next tensor of the same size instead of "
+      "page-faulting fresh pages (what the mixlab CLI does). budget_mb < 0 reads MIXLAB_CPU_CACHE_MB "
+      "(default 2048); 0 installs nothing. Returns whether it is installed; idempotent.");
+  m.def(
+      "cpu_block_cache_stats",
+      [] {
+        const auto s = mixlab::cpu_block_cache_stats();
+        py::dict d;
+        d["installed"] = s.installed;
+        d["hits"] = s.hits;
+        d["misses"] = s.misses;
+        d["cached_bytes"] = s.cached_bytes;
+        d["budget_bytes"] = s.budget_bytes;
+        return d;
+      },
+      "The block cache's counters: installed, hits, misses, cached_bytes, budget_bytes.");
   m.def(
       "fused_affine_isa", [] { return std::string(mixlab::fused_affine_isa()); },
       "Instruction set of the fused affine forward on this CPU: 'avx512', 'avx2' or 'generic' (the "

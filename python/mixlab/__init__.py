@@ -29,6 +29,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
     Pattern,
     analyze,
     check_mixer_spec,
+    cpu_block_cache_stats,
     delta_rule_chunked,
     delta_rule_recurrent,
     diag_decay_chunked,
@@ -37,6 +38,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
     mixer_families,
     resolvent,
     toeplitz,
+    use_cpu_block_cache,
 )
 
 __version__ = _mixlab.__version__
@@ -44,7 +46,8 @@ __version__ = _mixlab.__version__
 __all__ = [
     "Error", "InternalError", "Mixer", "MixerState", "Pattern", "analyze", "check_mixer_spec",
     "delta_rule_chunked", "delta_rule_recurrent", "diag_decay_chunked", "diag_decay_recurrent",
-    "fused_affine_isa", "mixer", "mixer_families", "resolvent", "toeplitz",
+    "fused_affine_isa", "mixer", "mixer_families", "resolvent", "toeplitz", "use_cpu_block_cache",
+    "cpu_block_cache_stats",
 ]
 
 

@@ -99,6 +99,22 @@ class AffineTest(unittest.TestCase):
         torch.testing.assert_close(out_c, out_r)
         torch.testing.assert_close(s_c, s_r)
 
+    def test_cpu_block_cache_serves_torch_tensors(self):
+        # Process-wide from here on: later tests of this file run on it too.
+        self.assertTrue(mixlab.use_cpu_block_cache(64))
+        self.assertTrue(mixlab.use_cpu_block_cache())  # idempotent
+        before = mixlab.cpu_block_cache_stats()
+        self.assertTrue(before["installed"])
+        self.assertEqual(before["budget_bytes"], 64 << 20)
+        a = torch.full((3 << 18,), 2.0)  # 3 MiB
+        ptr = a.data_ptr()
+        del a
+        b = torch.ones(3 << 18)  # the same block, values written anew
+        self.assertEqual(b.data_ptr(), ptr)
+        self.assertEqual(b.sum().item(), float(3 << 18))
+        after = mixlab.cpu_block_cache_stats()
+        self.assertEqual(after["hits"], before["hits"] + 1)
+
     def test_fused_kernels_from_python(self):
         # torch.no_grad() takes the fused forward, requires_grad the fused forward + backward; both
         # equal the double-precision reference path (gradcheck above runs through the fused one).
