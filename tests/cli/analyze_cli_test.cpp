@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "mixlab_test_paths.h"
+
 namespace {
 
 struct RunResult {

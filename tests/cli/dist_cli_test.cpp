@@ -9,6 +9,7 @@
 
 #include "mixlab/dist/launch.h"
 #include "mixlab/train/trainer.h"
+#include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
 namespace {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
 namespace {

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
 namespace {

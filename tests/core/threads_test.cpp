@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "mixlab_test_paths.h"
+
 namespace {
 
 // Restores the thread count a test changed, so later tests see the default.

@@ -9,6 +9,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/data/corpus.h"
 #include "mixlab/data/textcopy.h"
+#include "mixlab_test_paths.h"
 #include "support/expect_error.h"
 
 using mixlab::Corpus;

@@ -12,6 +12,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/data/corpus.h"
+#include "mixlab_test_paths.h"
 #include "support/expect_error.h"
 
 namespace mixlab {

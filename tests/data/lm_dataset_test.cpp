@@ -11,6 +11,7 @@
 #include <string>
 
 #include "mixlab/core/error.h"
+#include "mixlab_test_paths.h"
 #include "support/expect_error.h"
 
 using namespace mixlab;

@@ -8,6 +8,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/scan/scan.h"
+#include "mixlab_test_paths.h"
 #include "support/gradcheck.h"
 
 namespace mixlab {

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "mixlab/train/compare.h"
+#include "mixlab_test_paths.h"
 #include "train_test_util.h"
 
 namespace mixlab {

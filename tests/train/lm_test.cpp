@@ -12,6 +12,7 @@
 #include "mixlab/train/lm_eval.h"
 #include "mixlab/train/task_lm.h"
 #include "mixlab/train/trainer.h"
+#include "mixlab_test_paths.h"
 #include "train_test_util.h"
 
 using namespace mixlab;

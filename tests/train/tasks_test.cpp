@@ -7,6 +7,7 @@
 #include <set>
 
 #include "mixlab/train/mqar.h"
+#include "mixlab_test_paths.h"
 #include "train_test_util.h"
 
 namespace mixlab {
