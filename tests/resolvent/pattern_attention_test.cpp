@@ -138,6 +138,8 @@ TEST(PatternAttention, ChunkAfterStateEqualsComposedAndWhole) {
   }
 }
 
+// The boundary checks pattern_attention shares with pattern_scores (src/resolvent/pattern_keys.h),
+// and its own (RoPE needs an even D, a finite base).
 TEST(PatternAttention, ErrorsNameTheArgument) {
   const auto p = Pattern::parse("pow2");
   auto q = torch::randn({1, 2, 5, 4});
