@@ -1,5 +1,7 @@
-// Toeplitz mixing benchmarks: FFT vs materialised paths (forward, forward+backward), Toeplitz vs
-// dense causal softmax attention (forward), ToeplitzMixer decode time per token vs context.
+// Toeplitz mixing benchmarks: FFT (native kernel, and LibTorch's rfft/irfft under
+// ComposedToeplitzFftGuard: "FftComposed") vs materialised paths (forward, forward+backward),
+// Toeplitz vs dense causal softmax attention (forward), ToeplitzMixer decode time per token vs
+// context. The CPU block cache is installed, as in the CLI (a fresh page costs ~3.8 ms/MiB here).
 // Report ratios of medians taken in the same run (docs/BENCHMARKS.md (Toeplitz section)).
 //
 //   MIXLAB_THREADS=1 build-toeplitz/bench/bench_toeplitz --benchmark_repetitions=3 \
@@ -8,7 +10,9 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <optional>
 
+#include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/threads.h"
 #include "mixlab/toeplitz/toeplitz.h"
 #include "mixlab/toeplitz/toeplitz_mixer.h"
@@ -19,8 +23,10 @@ namespace {
 // hold (H,T,T) float tensors (512 MiB at T = 8192), so they stop at 8192 on this shared machine.
 constexpr int64_t kB = 1, kH = 2, kD = 32;
 
-void run_op(benchmark::State& state, mixlab::ToeplitzPath path, bool backward) {
+void run_op(benchmark::State& state, mixlab::ToeplitzPath path, bool backward, bool composed = false) {
   const int64_t T = state.range(0);
+  std::optional<mixlab::ComposedToeplitzFftGuard> guard;
+  if (composed) guard.emplace();
   torch::manual_seed(0);
   auto t = (torch::randn({kH, T}) / std::sqrt(static_cast<double>(T))).requires_grad_(backward);
   auto x = torch::randn({kB, kH, T, kD}).requires_grad_(backward);
@@ -42,6 +48,8 @@ void run_op(benchmark::State& state, mixlab::ToeplitzPath path, bool backward) {
 void BM_FftForward(benchmark::State& s) { run_op(s, mixlab::ToeplitzPath::kFft, false); }
 void BM_MaterializedForward(benchmark::State& s) { run_op(s, mixlab::ToeplitzPath::kMaterialized, false); }
 void BM_FftForwardBackward(benchmark::State& s) { run_op(s, mixlab::ToeplitzPath::kFft, true); }
+void BM_FftComposedForward(benchmark::State& s) { run_op(s, mixlab::ToeplitzPath::kFft, false, true); }
+void BM_FftComposedForwardBackward(benchmark::State& s) { run_op(s, mixlab::ToeplitzPath::kFft, true, true); }
 void BM_MaterializedForwardBackward(benchmark::State& s) { run_op(s, mixlab::ToeplitzPath::kMaterialized, true); }
 
 // Dense causal softmax attention in plain torch, the same (B,H,T,D): QK^T, mask, softmax, matmul.
@@ -81,9 +89,13 @@ void BM_MixerDecode(benchmark::State& state) {
   state.counters["state_MiB"] = static_cast<double>(st->bytes()) / (1 << 20);
 }
 
+const bool kBlockCache = mixlab::install_cpu_block_cache();
+
 }  // namespace
 
 BENCHMARK(BM_FftForward)->RangeMultiplier(2)->Range(32, 16384)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FftComposedForward)->RangeMultiplier(2)->Range(32, 16384)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FftComposedForwardBackward)->RangeMultiplier(2)->Range(32, 16384)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MaterializedForward)->RangeMultiplier(2)->Range(32, 8192)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FftForwardBackward)->RangeMultiplier(2)->Range(32, 16384)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MaterializedForwardBackward)->RangeMultiplier(2)->Range(32, 8192)->Unit(benchmark::kMillisecond);
@@ -94,6 +106,7 @@ BENCHMARK(BM_MixerDecode)->RangeMultiplier(4)->Range(128, 16384)->Iterations(256
 int main(int argc, char** argv) {
   const int threads = mixlab::threads_configure();  // explicit: $MIXLAB_THREADS or all cores
   benchmark::AddCustomContext("torch_threads", std::to_string(threads));
+  benchmark::AddCustomContext("cpu_block_cache", kBlockCache ? "on" : "off");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

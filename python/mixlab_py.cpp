@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "mixlab/analysis/analyze.h"
+#include "mixlab/attention/causal_attention.h"
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
@@ -34,6 +35,7 @@
 #include "mixlab/mixers/registry.h"
 #include "mixlab/pattern/pattern.h"
 #include "mixlab/resolvent/resolvent.h"
+#include "mixlab/resolvent/selective_scan.h"
 #include "mixlab/scan/affine.h"
 #include "mixlab/toeplitz/toeplitz.h"
 
@@ -306,6 +308,51 @@ t (H,Tmax) lag weights, x (B,H,T,D), bias (H,Tmax) or None, Tmax >= T. path: 'ff
 )doc");
 }
 
+void bind_attention(py::module_& m) {
+  m.def(
+      "causal_attention",
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+        py::gil_scoped_release release;
+        return mixlab::causal_attention(q, k, v);
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), R"doc(
+Causal softmax attention on split heads: y[b,h,i] = softmax_j<=S+i(q_i . k_j / sqrt(D)) v.
+
+q (B,H,T,D); k, v (B,H,S+T,D) (S >= 0 cached positions before the queries). Native blocked kernel
+(no T x T tensor, keys above the diagonal skipped) for float32/float64 with D a multiple of 16
+(float) or 8 (double); LibTorch ops otherwise. Differentiable in q, k and v.
+)doc");
+}
+
+void bind_selective_scan(py::module_& m) {
+  m.def(
+      "selective_scan",
+      [](const at::Tensor& u, const at::Tensor& delta, const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+         const at::Tensor& d, const OptTensor& h0) {
+        // The final state is not differentiable: it is returned only when no gradient is recorded.
+        bool graph = false;
+        for (const auto* t : {&u, &delta, &a, &b, &c, &d}) graph = graph || t->requires_grad();
+        graph = graph && at::GradMode::is_enabled();
+        at::Tensor y, final_state;
+        {
+          py::gil_scoped_release release;
+          y = mixlab::selective_scan(u, delta, a, b, c, d, value_or_undefined(h0), graph ? nullptr : &final_state);
+        }
+        return std::make_pair(y, graph ? py::object(py::none()) : py::cast(final_state));
+      },
+      py::arg("u"), py::arg("delta"), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("d"),
+      py::arg("h0") = py::none(), R"doc(
+Mamba's selective scan (the ssm mixer's recurrence), fused: returns (y (B,T,C), h_final (B,C,N));
+h_final is None when a gradient is recorded (it is not differentiable).
+
+  h_t[c,n] = exp(delta_t[c] a[c,n]) h_{t-1}[c,n] + delta_t[c] b_t[n] u_t[c],  h_{-1} = h0 or 0
+  y_t[c]   = sum_n c_t[n] h_t[c,n] + d[c] u_t[c]
+
+u, delta (B,T,C); a (C,N); b, c (B,T,N); d (C); h0 (B,C,N) or None (a constant). Differentiable in
+u, delta, a, b, c and d; no (B,T,C,N) tensor is built.
+)doc");
+}
+
 void bind_mixers(py::module_& m) {
   py::class_<mixlab::MixerState, std::shared_ptr<mixlab::MixerState>>(m, "MixerState", R"doc(
 Decode state of one mixer for a batch of sequences (from Mixer.init_state). Opaque; pass it to
@@ -436,5 +483,7 @@ PYBIND11_MODULE(_mixlab, m) {
   bind_pattern(m);
   bind_resolvent(m);
   bind_kernels(m);
+  bind_selective_scan(m);
+  bind_attention(m);
   bind_mixers(m);
 }

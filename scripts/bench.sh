@@ -46,7 +46,7 @@ if awk -v l="$load_before" 'BEGIN { exit !(l > 0.5) }'; then
 fi
 
 build="${MIXLAB_BUILD_DIR:-$here/build}"
-MIXLAB_BUILD_DIR="$build" MIXLAB_TARGETS="bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_decode bench_psm_decode bench_brl bench_data" \
+MIXLAB_BUILD_DIR="$build" MIXLAB_TARGETS="bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_attention bench_decode bench_psm_decode bench_brl bench_data" \
   bash "$here/scripts/build.sh" -DMIXLAB_BUILD_BENCH=ON >/dev/null
 # The build just loaded the machine: let the load settle before the first timing.
 if [ "$force" = 0 ]; then
@@ -64,6 +64,7 @@ declare -A quick_filter=(
   [bench_scan]='BM_Kernel/./(0/1024/./64|1/1024/./0)/|BM_Decode/|BM_SoftmaxAttention/1024/'
   [bench_selective_scan]='BM_Scan/(fused|order1)/.*/1024$|BM_Scan/loop/fwd/1024$|BM_Scan/loop/fwd\+bwd/64$'
   [bench_toeplitz]='/(1024|4096)(/|$)'
+  [bench_attention]='BM_Layer/1024/'
   [bench_brl]='BM_(FwdBwd|Inference)/./1024/|BM_DecodeAt/./1024/'
   [bench_data]='.'
 )
@@ -103,7 +104,7 @@ run_bin() {  # runs one binary; its output goes to $out/<bin>.json (or .md)
 }
 failed=()
 start=$(date +%s)
-for bin in bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_brl bench_data bench_decode bench_psm_decode; do
+for bin in bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_attention bench_brl bench_data bench_decode bench_psm_decode; do
   [[ "$bin" =~ $filter ]] || continue
   echo "== $bin" >&2
   t0=$(date +%s)
@@ -154,9 +155,9 @@ for line in open("/proc/cpuinfo"):
 machine = {
     "cpu": cpu, "cores": os.cpu_count(), "blas": blas, "libtorch": torch_version,
     "kernel": platform.release(), "commit": commit, "quick": quick == "1",
-    # Each binary sets its own intra-op threads: bench_scan and bench_toeplitz read
+    # Each binary sets its own intra-op threads: bench_scan, bench_toeplitz and bench_attention read
     # MIXLAB_THREADS, bench_decode and bench_psm_decode use 1, the others LibTorch's default.
-    "threads": {"MIXLAB_THREADS (bench_scan, bench_toeplitz)": int(os.environ.get("MIXLAB_THREADS", "2")),
+    "threads": {"MIXLAB_THREADS (bench_scan, bench_toeplitz, bench_attention)": int(os.environ.get("MIXLAB_THREADS", "2")),
                 "bench_decode, bench_psm_decode": 1,
                 "bench_resolvent, bench_selective_scan, bench_brl, bench_data (LibTorch default)":
                     torch_threads},

@@ -96,3 +96,26 @@ def toeplitz_fft(t, x):
     tf = torch.fft.rfft(t[:, :T], n=n).unsqueeze(0).unsqueeze(-1)  # (1,H,n/2+1,1)
     xf = torch.fft.rfft(x, n=n, dim=2)
     return torch.fft.irfft(tf * xf, n=n, dim=2)[:, :, :T]
+
+
+def selective_scan(u, delta, a, b, c, d):
+    """Mamba's selective scan (Gu & Dao 2023, eq. 2 with the ZOH/Euler discretisation of S6) as the
+    reference implementations write it: exp(delta a) and delta b u as (B,T,C,N) tensors up front,
+    then a loop over t carrying the (B,C,N) state. u, delta (B,T,C); a (C,N); b, c (B,T,N); d (C)."""
+    decay = torch.exp(delta.unsqueeze(-1) * a)                       # (B,T,C,N)
+    inp = (delta * u).unsqueeze(-1) * b.unsqueeze(2)                 # (B,T,C,N)
+    h = torch.zeros(u.shape[0], u.shape[2], a.shape[1], dtype=u.dtype)
+    ys = []
+    for t in range(u.shape[1]):
+        h = decay[:, t] * h + inp[:, t]
+        ys.append(torch.einsum("bcn,bn->bc", h, c[:, t]))
+    return torch.stack(ys, dim=1) + u * d
+
+
+def causal_attention(q, k, v):
+    """Causal softmax attention as a PyTorch 1.13 user writes it (no fused SDPA before 2.0): the
+    (T,T) scores, -inf above the diagonal, softmax, product. q, k, v (B,H,T,D)."""
+    T, D = q.shape[2], q.shape[3]
+    scores = q @ k.transpose(-1, -2) / D**0.5
+    mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+    return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v

@@ -3,7 +3,7 @@
 same tensors, interleaved in rounds (machine load hits both alike); medians of the rounds.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/baselines/run.py [--quick] [--threads 1 2]
-        [--filter RE] [--rounds N] [--max-bwd-T 4096] [--json FILE]
+        [--filter RE] [--rounds N] [--max-bwd-T 4096] [--json FILE] [--no-block-cache]
 
 Prints one markdown table: kernel, shape, threads, mode, baseline and mixlab milliseconds and
 ratio = baseline / mixlab (> 1: mixlab is faster), the fused affine forward's GF/s beside the
@@ -44,6 +44,15 @@ def inputs(kind, B, H, T, D, grad):
         out["beta"] = torch.rand(B, H, T, generator=g)
     elif kind == "toeplitz":
         out = {"t": torch.randn(H, T, generator=g) / T**0.5, "x": v}
+    elif kind == "selective_scan":
+        # Mamba's S6 at d_inner = H D channels, state size N = 16, its usual initialisation:
+        # step sizes softplus(.) * 0.1, a = -exp(.) < 0.
+        C, N = H * D, 16
+        out = {"u": torch.randn(B, T, C, generator=g),
+               "delta": torch.nn.functional.softplus(torch.randn(B, T, C, generator=g)) * 0.1,
+               "a": -torch.exp(torch.randn(C, N, generator=g) * 0.5),
+               "b": torch.randn(B, T, N, generator=g), "c": torch.randn(B, T, N, generator=g),
+               "d": torch.randn(C, generator=g)}
     if grad:
         for t in out.values():
             t.requires_grad_(True)
@@ -69,6 +78,12 @@ def pair(kind, a):
                 lambda: mixlab.delta_rule_chunked(a["q"], a["k"], a["v"], a["beta"], chunk=64)[0])
     if kind == "toeplitz":
         return (lambda: pt.toeplitz_fft(a["t"], a["x"]), lambda: mixlab.toeplitz(a["t"], a["x"], path="fft"))
+    if kind == "attention":
+        return (lambda: pt.causal_attention(a["q"], a["k"], a["v"]),
+                lambda: mixlab.causal_attention(a["q"], a["k"], a["v"]))
+    if kind == "selective_scan":
+        args = [a[n] for n in ("u", "delta", "a", "b", "c", "d")]
+        return (lambda: pt.selective_scan(*args), lambda: mixlab.selective_scan(*args)[0])
     raise ValueError(kind)
 
 
@@ -139,28 +154,40 @@ def main():
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     ap.add_argument("--max-bwd-T", type=int, default=4096, help="longest T timed with backward")
+    ap.add_argument("--no-block-cache", action="store_true",
+                    help="leave LibTorch's allocator alone (default: mixlab.use_cpu_block_cache() for both sides)")
     args = ap.parse_args()
+    # Both sides allocate their outputs and temporaries afresh on every call. On this VM a page
+    # touched for the first time costs ~3.8 ms/MiB and that cost swings with the host, so without
+    # the block cache the figures measure page faults more than code (docs/BENCHMARKS.md).
+    cache = "off" if args.no_block_cache else ("on" if mixlab.use_cpu_block_cache() else "off")
     rounds = args.rounds or (3 if args.quick else 5)
     Ts = [1024] if args.quick else [1024, 4096, 16384]
     H, D = 4, 64
     plan = []
-    for kind in ("simple_gla", "gla", "deltanet", "toeplitz", "gla_recurrent"):
+    for kind in ("simple_gla", "gla", "deltanet", "toeplitz", "gla_recurrent", "selective_scan", "attention"):
         if not re.search(args.filter, kind):
             continue
         for B in (1, 4):
             for T in Ts:
                 if kind == "gla_recurrent" and T > 1024:
                     continue  # a token loop: T = 1024 shows the per-token cost
+                if kind == "attention" and T > 4096:
+                    continue  # the baseline's (T,T) scores: 4 GiB per (batch, head) set at T 16384
+                if kind == "selective_scan" and T > 4096:
+                    continue  # the baseline's (B,T,C,N) tensors: 1 GiB each at B 4, T 16384
                 for threads in args.threads:
                     # Backward up to --max-bwd-T: above it the baselines' autograd through a Python
                     # loop over T/64 chunks takes 5-30 s a call (simple GLA, B 1, T 16384: 4.9 s).
-                    modes = (False,) if kind == "gla_recurrent" or T > args.max_bwd_T else (False, True)
+                    max_bwd = 1024 if kind == "selective_scan" else args.max_bwd_T  # a T-step autograd loop
+                    modes = (False,) if kind == "gla_recurrent" or T > max_bwd else (False, True)
                     for backward in modes:
                         plan.append((kind, B, H, T, D, threads, backward))
     rows = []
     sgemm = {t: sgemm_rate(t) for t in args.threads}
     print("sgemm roofline (torch.matmul, 256 products of 64x64 @ 64x64): " +
           ", ".join(f"{sgemm[t]:.1f} GF/s at {t} thread{'s' if t > 1 else ''}" for t in args.threads))
+    print(f"CPU block cache (both sides): {cache}")
     print()
     print("| kernel | B | T | threads | mode | plain torch ms | mixlab ms | ratio | mixlab GF/s (% of sgemm) "
           "| max abs diff |")
@@ -175,7 +202,8 @@ def main():
               f"{r['mixlab_ms']:.3g} | **{r['ratio']:.2f}×** | {gf_cell} | {r['max_abs_diff']:.1e} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"sgemm_gflops": sgemm, "isa": mixlab.fused_affine_isa(), "rows": rows}, f, indent=1)
+            json.dump({"sgemm_gflops": sgemm, "isa": mixlab.fused_affine_isa(), "block_cache": cache, "rows": rows}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":

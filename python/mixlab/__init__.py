@@ -28,6 +28,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
     MixerState,
     Pattern,
     analyze,
+    causal_attention,
     check_mixer_spec,
     cpu_block_cache_stats,
     delta_rule_chunked,
@@ -37,6 +38,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
     fused_affine_isa,
     mixer_families,
     resolvent,
+    selective_scan,
     toeplitz,
     use_cpu_block_cache,
 )
@@ -44,9 +46,9 @@ from ._mixlab import (  # noqa: F401  (re-exported)
 __version__ = _mixlab.__version__
 
 __all__ = [
-    "Error", "InternalError", "Mixer", "MixerState", "Pattern", "analyze", "check_mixer_spec",
+    "Error", "InternalError", "Mixer", "MixerState", "Pattern", "analyze", "causal_attention", "check_mixer_spec",
     "delta_rule_chunked", "delta_rule_recurrent", "diag_decay_chunked", "diag_decay_recurrent",
-    "fused_affine_isa", "mixer", "mixer_families", "resolvent", "toeplitz", "use_cpu_block_cache",
+    "fused_affine_isa", "mixer", "mixer_families", "resolvent", "selective_scan", "toeplitz", "use_cpu_block_cache",
     "cpu_block_cache_stats",
 ]
 

@@ -36,24 +36,7 @@ std::string AttentionMixer::pattern_spec() const { return window_ > 0 ? "band:" 
 
 torch::Tensor AttentionMixer::attend_full(const torch::Tensor& q, const torch::Tensor& k,
                                           const torch::Tensor& v) const {
-  const int64_t T = q.size(2), S = k.size(2) - T;  // S past positions before the queries
-  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-  if (T <= kAttentionTile) {
-    auto scores = torch::matmul(q, k.transpose(-1, -2)) * scale;
-    auto mask = torch::ones({T, S + T}, torch::dtype(torch::kBool)).triu(S + 1);  // key j > S + row
-    return torch::matmul(scores.masked_fill(mask, -INFINITY).softmax(-1), v);
-  }
-  // Query tiles: rows [s, e) only see keys [0, S + e): (tile, S + e) scores at a time.
-  std::vector<torch::Tensor> outs;
-  for (int64_t s = 0; s < T; s += kAttentionTile) {
-    const int64_t e = std::min(T, s + kAttentionTile);
-    auto qs = q.narrow(2, s, e - s);
-    auto ks = k.narrow(2, 0, S + e), vs = v.narrow(2, 0, S + e);
-    auto scores = torch::matmul(qs, ks.transpose(-1, -2)) * scale;
-    auto rows = torch::arange(S + s, S + e).unsqueeze(1), cols = torch::arange(0, S + e).unsqueeze(0);
-    outs.push_back(torch::matmul(scores.masked_fill(cols > rows, -INFINITY).softmax(-1), vs));
-  }
-  return torch::cat(outs, 2);
+  return causal_attention(q, k, v);
 }
 
 torch::Tensor AttentionMixer::attend_window(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -89,14 +89,15 @@ ScanDims check_scan(const char* fn, const Tensor& u, const Tensor& delta, const 
   return s;
 }
 
-// The row kernels are compiled twice, for x86-64-v3 (AVX2 + FMA: 8 lanes, fused multiply-adds; `arch=haswell` would
-// be chosen by CPU model, not by features, and missed on newer server CPUs)
-// and for the build's baseline; the loader picks one per machine (GCC target_clones, an ifunc).
+// The row kernels are compiled three times, for x86-64-v4 (AVX-512: 16 float lanes), x86-64-v3
+// (AVX2 + FMA: 8 lanes, fused multiply-adds; `arch=haswell` would be chosen by CPU model, not by
+// features, and missed on newer server CPUs) and for the build's baseline; the loader picks one
+// per machine (GCC target_clones, an ifunc).
 // A step and the scan call the same clone, so decode still equals the forward bitwise.
 // Sanitizer builds (which check correctness, not speed) keep one version: an ifunc resolver runs
 // during relocation, before the sanitizer runtime is up.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define MIXLAB_SCAN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define MIXLAB_SCAN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define MIXLAB_SCAN_CLONES
 #endif

@@ -7,10 +7,13 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
+#include "toeplitz_fft.h"
 
 namespace mixlab {
 
 namespace {
+
+thread_local int composed_fft_guards = 0;
 
 /// Sizes validated once at the boundary; the paths below assume them.
 struct ToeplitzDims {
@@ -55,7 +58,7 @@ torch::Tensor add_bias(torch::Tensor y, const torch::Tensor& bias, const Toeplit
 
 /// FFT path. Linear convolution of length T with lags t[:, :T] equals the first T entries of the
 /// circular convolution of size n >= 2T - 1 of the zero-padded sequences; n = 2^k >= 2T.
-torch::Tensor toeplitz_fft(const torch::Tensor& t, const torch::Tensor& x, const ToeplitzDims& d) {
+torch::Tensor toeplitz_fft_composed(const torch::Tensor& t, const torch::Tensor& x, const ToeplitzDims& d) {
   const int64_t n = toeplitz_fft_size(d.T);
   // FFT along the last dimension: x (B,H,T,D) -> (B,H,D,T); rfft pads to n.
   auto xt = x.transpose(2, 3);
@@ -144,6 +147,9 @@ void reference_backward_kernel(const torch::Tensor& t, const torch::Tensor& x, c
 
 }  // namespace
 
+ComposedToeplitzFftGuard::ComposedToeplitzFftGuard() { ++composed_fft_guards; }
+ComposedToeplitzFftGuard::~ComposedToeplitzFftGuard() { --composed_fft_guards; }
+
 const char* toeplitz_path_name(ToeplitzPath path) {
   switch (path) {
     case ToeplitzPath::kAuto:
@@ -174,7 +180,8 @@ torch::Tensor toeplitz_forward(const torch::Tensor& t, const torch::Tensor& x, c
   torch::Tensor y;
   switch (toeplitz_path_resolve(path, d.T)) {
     case ToeplitzPath::kFft:
-      y = toeplitz_fft(t, x, d);
+      if (composed_fft_guards == 0) return detail::toeplitz_fft_native(t, x, bias, toeplitz_fft_size(d.T));
+      y = toeplitz_fft_composed(t, x, d);
       break;
     case ToeplitzPath::kMaterialized:
       y = toeplitz_materialized(t, x, d);

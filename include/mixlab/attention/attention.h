@@ -5,9 +5,10 @@
 // v → output projection. In the Y = (I−B)⁻¹ A X view: B = 0, A = the attention matrix,
 // pattern `causal` / `band:W`.
 //
-// Cost: attention O(T) per decoded token, cache O(T) (keys and values). Forward materialises
-// the (T,T) scores only for T <= kAttentionTile; longer sequences are processed in query tiles of
-// kAttentionTile rows so no T×T tensor exists (peak memory O(kAttentionTile·T)).
+// Cost: attention O(T) per decoded token, cache O(T) (keys and values). Forward and prefill run
+// causal_attention (mixlab/attention/causal_attention.h): the native blocked kernel, no T×T
+// tensor, keys above the diagonal skipped; where it does not apply, LibTorch ops in query tiles of
+// kAttentionTile rows (peak memory O(kAttentionTile·T)).
 // local:W: row i attends positions i−W..i (W past + itself); O(W) per token, cache W positions;
 // forward costs O(T·W·D) time and memory (windows gathered with unfold), never O(T²).
 // Decode: without autograd, on CPU float/double inputs and weights, step runs on raw rows
@@ -18,13 +19,11 @@
 
 #include <vector>
 
+#include "mixlab/attention/causal_attention.h"
 #include "mixlab/attention/kv_cache.h"
 #include "mixlab/mixer/mixer.h"
 
 namespace mixlab {
-
-/// Query rows per tile in the long-sequence attention forward.
-constexpr int64_t kAttentionTile = 1024;
 
 class AttentionMixer : public Mixer {
  public:

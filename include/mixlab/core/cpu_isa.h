@@ -1,7 +1,8 @@
 // mixlab/core/cpu_isa.h — which x86 vector instruction set the native kernels run with.
 //
-// Kernels built more than once (scan's fused affine kernels per file, the resolvent op's row
-// kernels per function) pick their build here, once per call and outside any parallel region:
+// Kernels built more than once (scan's fused affine kernels, the Toeplitz FFT convolution and the
+// causal attention per file, the resolvent op's row kernels per function) pick their build here,
+// once per call and outside any parallel region:
 // the best set this CPU has, or a lower one that the environment variable MIXLAB_CPU_ISA names
 // (generic | avx2 | avx512; tests and benchmarks use it to run the lower builds on this machine).
 // Not supported: other architectures' vector sets (every other CPU gets "generic").

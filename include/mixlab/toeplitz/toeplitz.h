@@ -11,14 +11,19 @@
 //   y     (B, H, T, D)
 //
 // Two paths, equal up to rounding (tested against the element-by-element reference below):
-//   kFft           circulant embedding of size n >= 2T (next power of two), real FFTs from
-//                  LibTorch (torch::fft::rfft/irfft along T). O(B H D n log n) time, no T x T
-//                  tensor anywhere (forward or backward).
+//   kFft           circulant embedding of size n >= 2T (next power of two). For float32 and
+//                  float64 a native kernel (src/toeplitz/fft_conv_kernels.inc): two columns per
+//                  complex FFT, the group's sequence kept in cache from the load of x to the
+//                  store of y, one build per instruction set; forward and backward native, the
+//                  backward not itself differentiable. Under ComposedToeplitzFftGuard: LibTorch's
+//                  real FFTs (torch::fft::rfft/irfft along T), differentiable to any order.
+//                  O(B H D n log n) time, no T x T tensor anywhere (forward or backward).
 //   kMaterialized  builds the lower-triangular (H, T, T) matrix from t (one unfold of the flipped
 //                  lag vector) and multiplies with a batched matmul. O(B H T^2 D) time, O(H T^2)
 //                  memory; faster for short T (the seed's observation, measured here).
 //   kAuto          kMaterialized for T < kToeplitzFftCrossoverT, else kFft.
-// Gradients for t, x and bias come from LibTorch's autograd through these ops.
+// Gradients for t, x and bias: the native FFT path has its own backward; the others come from
+// LibTorch's autograd through their ops.
 //
 // Cost per token: O(log T) amortised for a full sequence on the FFT path; decode (one new token
 // given the cached past, see ToeplitzMixer::step) is O(T) — the last row of T.
@@ -35,12 +40,23 @@ namespace mixlab {
 
 enum class ToeplitzPath { kAuto, kFft, kMaterialized };
 
-/// Sequence length from which kAuto takes the FFT path. Measured on this machine (2-core x86 CPU at
-/// 2.6 GHz, LibTorch 1.13.1, float32, one thread, (B,H,D) = (1,2,32)) by bench/toeplitz_bench.cpp
-/// (BM_Fft* vs BM_Materialized*, docs/BENCHMARKS.md (Toeplitz section)): the paths tie at T = 256 forward
-/// (0.13 ms each) and the FFT path is 1.2x faster forward+backward there; at T = 128 the
-/// materialised matmul is 1.7x (forward) / 1.4x (forward+backward) faster.
-constexpr int64_t kToeplitzFftCrossoverT = 256;
+/// Sequence length from which kAuto takes the FFT path. Measured on this machine (2-core x86 CPU,
+/// LibTorch 1.13.1, float32, one thread, (B,H,D) = (1,2,32)) by bench/toeplitz_bench.cpp (BM_Fft*
+/// vs BM_Materialized*, docs/BENCHMARKS.md, Toeplitz section): with the native FFT kernel the FFT
+/// path is faster at every length measured, from T = 32 (0.019 vs 0.028 ms forward, 0.085 vs
+/// 0.153 ms forward+backward). With LibTorch's FFTs (before the native kernel) the crossover was
+/// T = 256.
+constexpr int64_t kToeplitzFftCrossoverT = 32;
+
+/// While one is alive on this thread, the FFT path runs LibTorch's rfft/irfft (the form before
+/// the native kernel): the reference of the tests and the "composed" rows of the benchmarks.
+class ComposedToeplitzFftGuard {
+ public:
+  ComposedToeplitzFftGuard();
+  ~ComposedToeplitzFftGuard();
+  ComposedToeplitzFftGuard(const ComposedToeplitzFftGuard&) = delete;
+  ComposedToeplitzFftGuard& operator=(const ComposedToeplitzFftGuard&) = delete;
+};
 
 /// "fft", "materialized" or "auto".
 const char* toeplitz_path_name(ToeplitzPath path);

@@ -1,0 +1,80 @@
+// The attention layer (mixlab/attention/attention.h) against the plain-LibTorch layer a user
+// writes, in the same run: BM_Layer/<T>/<backward>/<form>, form 0 = mixlab's AttentionMixer
+// (causal_attention's native kernel), 1 = the same mixer under ComposedAttentionGuard (its LibTorch
+// form, as before the native kernel), 2 = plain LibTorch: the same fused qkv and output
+// projections, (T,T) scores, -inf above the diagonal, softmax, product. The plain layer has no
+// RoPE (mixlab's does): mixlab does a little more work. B = 1, C = 128, H = 2 (D = 64), float32.
+// The CPU block cache is installed for all three (a fresh page costs ~3.8 ms/MiB on the VM of
+// docs/BENCHMARKS.md; the (T,T) tensors of the plain layer would measure mostly page faults).
+//
+//   MIXLAB_THREADS=1 ./build/bench/bench_attention --benchmark_min_time=0.3
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <optional>
+
+#include "mixlab/attention/attention.h"
+#include "mixlab/attention/causal_attention.h"
+#include "mixlab/core/cpu_block_cache.h"
+#include "mixlab/core/threads.h"
+
+namespace {
+
+constexpr int64_t kB = 1, kC = 128, kH = 2;
+
+struct PlainLayer {
+  torch::nn::Linear qkv{torch::nn::LinearOptions(kC, 3 * kC).bias(false)};
+  torch::nn::Linear out{torch::nn::LinearOptions(kC, kC).bias(false)};
+  torch::Tensor forward(const torch::Tensor& x) {
+    const int64_t T = x.size(1), D = kC / kH;
+    auto p = qkv(x).view({kB, T, 3, kH, D}).permute({2, 0, 3, 1, 4});  // (3,B,H,T,D)
+    auto s = torch::matmul(p[0], p[1].transpose(-1, -2)) / std::sqrt(static_cast<double>(D));
+    auto mask = torch::ones({T, T}, torch::kBool).triu(1);
+    auto y = torch::matmul(torch::softmax(s.masked_fill(mask, -INFINITY), -1), p[2]);
+    return out(y.transpose(1, 2).reshape({kB, T, kC}));
+  }
+};
+
+void BM_Layer(benchmark::State& state) {
+  const int64_t T = state.range(0), form = state.range(2);
+  const bool backward = state.range(1) != 0;
+  torch::manual_seed(0);
+  mixlab::MixerDims dims;
+  dims.d_model = kC;
+  dims.n_heads = kH;
+  dims.max_len = T;
+  mixlab::AttentionMixer mixer(dims);
+  PlainLayer plain;
+  std::optional<mixlab::ComposedAttentionGuard> guard;
+  if (form == 1) guard.emplace();
+  auto x = torch::randn({kB, T, kC}).requires_grad_(backward);
+  auto run = [&] { return form == 2 ? plain.forward(x) : mixer.forward(x); };
+  for (auto _ : state) {
+    if (backward) {
+      run().sum().backward();
+    } else {
+      torch::NoGradGuard no_grad;
+      benchmark::DoNotOptimize(run());
+    }
+  }
+  state.SetLabel(form == 0 ? "mixlab" : form == 1 ? "mixlab composed" : "plain torch");
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(kB * T), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Layer)->ArgsProduct({{1024, 4096, 8192}, {0, 1}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+const bool kBlockCache = mixlab::install_cpu_block_cache();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = mixlab::threads_configure();  // explicit: $MIXLAB_THREADS or all cores
+  benchmark::AddCustomContext("torch_threads", std::to_string(threads));
+  benchmark::AddCustomContext("cpu_block_cache", kBlockCache ? "on" : "off");
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

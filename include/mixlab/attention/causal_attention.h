@@ -1,0 +1,48 @@
+// mixlab/attention/causal_attention.h — causal softmax attention on split heads, the op under
+// AttentionMixer's full attention (forward and chunked prefill).
+//
+//   y[b,h,i] = sum_{j <= S+i} softmax_j(q[b,h,i] . k[b,h,j] / sqrt(D)) v[b,h,j]
+//
+// Shapes: q (B,H,T,D); k, v (B,H,S+T,D): query i is position S+i (S >= 0 cached positions before
+// the queries, 0 in a training forward) and sees keys 0..S+i.
+//
+// Two forms, equal up to rounding (tests/attention/causal_attention_test.cpp):
+//   native    FlashAttention-2's blocked form (src/attention/flash_kernels.inc): query blocks walk
+//             the key blocks up to their diagonal with an online softmax; the backward
+//             recomputes the probabilities from the rows' log-sum-exps. No (T, S+T) tensor exists,
+//             keys above the diagonal cost nothing, and memory is O((S+T) D) per (batch, head).
+//             Float32 and float64 with D a multiple of 16 (float) or 8 (double), CPU; one build per
+//             instruction set (mixlab/core/cpu_isa.h). First-order gradients (the backward is not
+//             itself differentiable).
+//   composed  LibTorch ops: scores, mask, softmax, product, in query tiles of kAttentionTile rows
+//             (no T x T tensor beyond a tile). Every other case, and everything under
+//             ComposedAttentionGuard; differentiable to any order.
+//
+// Not supported: dropout, ALiBi, grouped-query heads, non-causal masks.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace mixlab {
+
+/// Query rows per tile in the composed form.
+constexpr int64_t kAttentionTile = 1024;
+
+/// While one is alive on this thread, causal_attention runs the composed LibTorch form.
+class ComposedAttentionGuard {
+ public:
+  ComposedAttentionGuard();
+  ~ComposedAttentionGuard();
+  ComposedAttentionGuard(const ComposedAttentionGuard&) = delete;
+  ComposedAttentionGuard& operator=(const ComposedAttentionGuard&) = delete;
+};
+
+/// See the file header. Throws mixlab::Error naming the argument for undefined or non-CPU
+/// tensors, wrong ranks, mismatched B, H, D or dtypes, v not shaped like k, T = 0 or fewer keys
+/// than queries.
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+
+/// Whether causal_attention takes the native form for these arguments (outside the guard).
+bool causal_attention_is_native(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+
+}  // namespace mixlab

@@ -1,0 +1,97 @@
+// Private: the native causal attention of mixlab/attention/causal_attention.h on raw rows of one
+// (batch, head), compiled once per instruction set (flash_kernels_*.cpp) and picked at run time
+// (causal_attention.cpp). No LibTorch header: the per-ISA objects are built with their own -m
+// flags and must not share the precompiled header.
+//
+// The method is FlashAttention-2's (Dao 2023) on a CPU: query blocks of kQueryRows rows walk
+// the key blocks up to their diagonal with an online softmax, so no score row longer than one
+// key block exists and the keys above the diagonal are never multiplied; the backward recomputes
+// each block's probabilities from the saved row log-sum-exps, key block outermost, so dK and dV
+// of a block stay in L1 while the query blocks below it pass. Every product is a register-blocked
+// loop over vectors of kVectorBytes (4 rows by 4 vectors of accumulators).
+#pragma once
+
+#include <cstdint>
+
+namespace mixlab::detail::flash {
+
+constexpr int64_t kVectorBytes = 64;
+
+/// Lanes per vector for element type E (16 float, 8 double). The kernels need D % lanes == 0.
+template <typename E>
+constexpr int64_t lanes() {
+  return kVectorBytes / static_cast<int64_t>(sizeof(E));
+}
+
+/// Query rows per block and keys per block (4 vectors of keys).
+constexpr int64_t kQueryRows = 32;
+template <typename E>
+constexpr int64_t key_block() {
+  return 4 * lanes<E>();
+}
+
+/// One (batch, head). Query row i (0 <= i < T) is position S + i and attends keys 0..S+i of the
+/// S + T key rows. Rows have unit column stride; *_row are row strides in elements.
+/// out: T rows of D (row stride D). lse: T values (log-sum-exp of the scaled scores), or null.
+template <typename E>
+struct AttentionRows {
+  const E* q;
+  int64_t q_row;
+  const E* k;
+  int64_t k_row;
+  const E* v;
+  int64_t v_row;
+  E* out;
+  E* lse;
+  E* work;  // forward_work_elements(T, S, D)
+  int64_t T, S, D;
+  E scale;
+};
+
+/// The backward of AttentionRows for the same (batch, head), given out and lse of the forward and
+/// dout: writes dq (T rows of D), dk and dv (S + T rows of D), all with row stride D.
+template <typename E>
+struct AttentionGradRows {
+  const E* q;
+  int64_t q_row;
+  const E* k;
+  int64_t k_row;
+  const E* v;
+  int64_t v_row;
+  const E* out;
+  const E* dout;
+  int64_t dout_row;
+  const E* lse;
+  E* dq;
+  E* dk;
+  E* dv;
+  E* work;  // backward_work_elements(T, S, D)
+  int64_t T, S, D;
+  E scale;
+};
+
+/// Scratch sizes (elements) of one call; the pointer must be 64-byte aligned.
+template <typename E>
+int64_t forward_work_elements(int64_t T, int64_t S, int64_t D) {
+  const int64_t nk = key_block<E>(), keys = (S + T + nk - 1) / nk * nk;
+  return D * keys + kQueryRows * nk + kQueryRows * D + 2 * kQueryRows;
+}
+template <typename E>
+int64_t backward_work_elements(int64_t T, int64_t S, int64_t D) {
+  const int64_t nk = key_block<E>(), keys = (S + T + nk - 1) / nk * nk;
+  return 2 * D * keys + 2 * kQueryRows * nk + 2 * nk * D + T;
+}
+
+#define MIXLAB_FLASH_DECLARE(isa)                              \
+  namespace isa {                                              \
+  void attention(const AttentionRows<float>& r);               \
+  void attention(const AttentionRows<double>& r);              \
+  void attention_backward(const AttentionGradRows<float>& r);  \
+  void attention_backward(const AttentionGradRows<double>& r); \
+  }
+MIXLAB_FLASH_DECLARE(generic)
+MIXLAB_FLASH_DECLARE(avx2)
+MIXLAB_FLASH_DECLARE(avx512)
+#undef MIXLAB_FLASH_DECLARE
+
+}  // namespace mixlab::detail::flash
