@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/thread_scratch.h"
 #include "mixlab/core/tensor_checks.h"
+#include "mixlab/core/thread_scratch.h"
 
 namespace mixlab {
 namespace {
