@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "mixlab/core/cpu_isa.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
@@ -20,13 +19,6 @@
 using mixlab::testing::all_close;
 
 namespace {
-
-std::vector<std::string> isas() {
-  std::vector<std::string> out = {"generic"};
-  if (mixlab::cpu_isa() >= mixlab::CpuIsa::kAvx2) out.push_back("avx2");
-  if (mixlab::cpu_isa() >= mixlab::CpuIsa::kAvx512) out.push_back("avx512");
-  return out;
-}
 
 struct Result {
   torch::Tensor y, dq, dk, dv;
@@ -67,7 +59,7 @@ TEST(CausalAttention, EveryBuildMatchesComposed) {
       auto q = qkv[0].narrow(2, c.S, c.T), k = qkv[1], v = qkv[2];
       auto g = torch::randn({c.B, c.H, c.T, c.D}, torch::dtype(dtype));
       const auto ref = run(q, k, v, g, true);
-      for (const auto& isa : isas()) {
+      for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
         mixlab::testing::IsaScope scope(isa);
         ASSERT_TRUE(mixlab::causal_attention_is_native(q, k, v));
         const auto got = run(q, k, v, g, false);

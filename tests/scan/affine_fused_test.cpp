@@ -31,15 +31,6 @@ using testing::all_close;
 
 using testing::IsaScope;
 
-// Every set this CPU can run, the best first.
-std::vector<std::string> isas_here() {
-  IsaScope none("");
-  const std::string best = fused_affine_isa();
-  if (best == "avx512") return {"avx512", "avx2", "generic"};
-  if (best == "avx2") return {"avx2", "generic"};
-  return {"generic"};
-}
-
 struct Case {
   at::Tensor q, k, v, gate, beta, init;
 };
@@ -94,7 +85,7 @@ void expect_result(const AffineResult& got, const AffineResult& want, double tol
 TEST(FusedAffine, DiagDecayEqualsReferenceAndCompositionOnEveryIsa) {
   at::NoGradGuard no_grad;
   uint64_t seed = 0;
-  for (const auto& isa : isas_here()) {
+  for (const auto& isa : testing::isas_this_cpu_runs()) {
     IsaScope scope(isa);
     for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
       for (int64_t T : {0, 1, 19, 150}) {
@@ -128,7 +119,7 @@ TEST(FusedAffine, DiagDecayEqualsReferenceAndCompositionOnEveryIsa) {
 TEST(FusedAffine, DeltaRuleEqualsReferenceAndCompositionOnEveryIsa) {
   at::NoGradGuard no_grad;
   uint64_t seed = 100;
-  for (const auto& isa : isas_here()) {
+  for (const auto& isa : testing::isas_this_cpu_runs()) {
     IsaScope scope(isa);
     for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
       for (int64_t T : {0, 1, 19, 150}) {
@@ -208,7 +199,7 @@ std::vector<at::Tensor> diag_grads(const Case& c, bool with_init, int64_t chunk)
 // lengths around the 32-token checkpoint, lane tails (Dk 83 = 64 + 16 + 3), gate kinds.
 TEST(FusedAffine, DiagDecayBackwardEqualsCompositionOnEveryIsa) {
   uint64_t seed = 300;
-  for (const auto& isa : isas_here()) {
+  for (const auto& isa : testing::isas_this_cpu_runs()) {
     IsaScope scope(isa);
     for (int64_t T : {1, 31, 32, 33, 100}) {
       for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}}) {
@@ -255,7 +246,7 @@ std::vector<at::Tensor> delta_grads(const Case& c, bool with_init, int64_t chunk
 
 TEST(FusedAffine, DeltaRuleBackwardEqualsCompositionOnEveryIsa) {
   uint64_t seed = 500;
-  for (const auto& isa : isas_here()) {
+  for (const auto& isa : testing::isas_this_cpu_runs()) {
     IsaScope scope(isa);
     for (int64_t T : {1, 31, 32, 33, 100}) {
       for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}}) {
@@ -319,7 +310,7 @@ TEST(FusedAffine, IsaNamesAreChecked) {
   }
   IsaScope generic("generic");
   EXPECT_STREQ(fused_affine_isa(), "generic");
-  if (isas_here().front() != "avx512") {
+  if (testing::isas_this_cpu_runs().front() != "avx512") {
     IsaScope wide("avx512");
     expect_error([&] { fused_affine_isa(); }, "names an instruction set this CPU lacks");
   }

@@ -6,6 +6,9 @@
 
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "mixlab/core/cpu_isa.h"
 
 namespace mixlab::testing {
 
@@ -33,5 +36,17 @@ class IsaScope {
  private:
   std::optional<std::string> old_;
 };
+
+// Every instruction set this CPU runs (mixlab/core/cpu_isa.h), the best first, whatever
+// MIXLAB_CPU_ISA says outside: the builds a per-ISA kernel test must cover here.
+inline std::vector<std::string> isas_this_cpu_runs() {
+  IsaScope none("");
+  const CpuIsa best = cpu_isa();
+  std::vector<std::string> out;
+  if (best >= CpuIsa::kAvx512) out.push_back("avx512");
+  if (best >= CpuIsa::kAvx2) out.push_back("avx2");
+  out.push_back("generic");
+  return out;
+}
 
 }  // namespace mixlab::testing

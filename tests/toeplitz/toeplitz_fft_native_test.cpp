@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "mixlab/core/cpu_isa.h"
 #include "mixlab/toeplitz/toeplitz.h"
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
@@ -18,13 +17,6 @@ using mixlab::ToeplitzPath;
 using mixlab::testing::all_close;
 
 namespace {
-
-std::vector<std::string> isas() {
-  std::vector<std::string> out = {"generic"};
-  if (mixlab::cpu_isa() >= mixlab::CpuIsa::kAvx2) out.push_back("avx2");
-  if (mixlab::cpu_isa() >= mixlab::CpuIsa::kAvx512) out.push_back("avx512");
-  return out;
-}
 
 struct Grads {
   torch::Tensor y, dt, dx, dbias;
@@ -66,7 +58,7 @@ TEST(ToeplitzFftNative, EveryBuildMatchesComposedPath) {
       auto bias = torch::randn({s.H, s.T + 3}, opts);
       auto g = torch::randn({s.B, s.H, s.T, s.D}, opts);
       const auto ref = run(t, x, bias, g, true);
-      for (const auto& isa : isas()) {
+      for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
         mixlab::testing::IsaScope scope(isa);
         const auto got = run(t, x, bias, g, false);
         const std::string where =
