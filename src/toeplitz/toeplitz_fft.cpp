@@ -210,7 +210,7 @@ torch::Tensor lag_gradient(const torch::Tensor& cross, int64_t B, int64_t H, int
 
 class ToeplitzFftFunction : public torch::autograd::Function<ToeplitzFftFunction> {
  public:
-  // bias_in: the bias, or an empty placeholder when has_bias is false (an undefined tensor cannot
+  // bias_in: the bias, or an empty tensor standing in for it when has_bias is false (an undefined tensor cannot
   // be an input of a custom function in LibTorch 1.13).
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& t, const torch::Tensor& x,
                                const torch::Tensor& bias_in, bool has_bias, int64_t n) {

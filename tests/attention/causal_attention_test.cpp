@@ -1,4 +1,5 @@
-// causal_attention: the native blocked kernel (src/attention/flash_kernels.inc) against the
+// causal_attention: the native blocked kernel (src/attention/flash_kernels.inc, built as
+// flash_kernels_{generic,avx2,avx512}.cpp) against the
 // composed LibTorch form (ComposedAttentionGuard) in every instruction-set build this CPU runs:
 // forward and the three gradients, float and double, head dims that use 4, 3, 2 and 1 vectors,
 // query counts around the 32-row blocks, cached positions before the queries (prefill), strided

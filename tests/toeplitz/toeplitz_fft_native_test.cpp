@@ -1,4 +1,5 @@
-// The Toeplitz op's native FFT kernel (src/toeplitz/fft_conv_kernels.inc) against the composed
+// The Toeplitz op's native FFT kernel (src/toeplitz/fft_conv_kernels.inc, built as
+// fft_conv_kernels_{generic,avx2,avx512}.cpp) against the composed
 // LibTorch FFT path (ComposedToeplitzFftGuard) and the loop reference, in every instruction-set
 // build this CPU runs: several lane groups, partial groups, odd D, lengths on both sides of the
 // L1 leaf of the depth-first transform, strided rows, partial gradients, float and double.
