@@ -1,5 +1,6 @@
 // causal_attention: the native blocked kernel (src/attention/flash_kernels.inc, built as
-// flash_kernels_{generic,avx2,avx512}.cpp) against the
+// flash_kernels_generic.cpp, flash_kernels_avx2.cpp and
+// flash_kernels_avx512.cpp, each run below through MIXLAB_CPU_ISA) against the
 // composed LibTorch form (ComposedAttentionGuard) in every instruction-set build this CPU runs:
 // forward and the three gradients, float and double, head dims that use 4, 3, 2 and 1 vectors,
 // query counts around the 32-row blocks, cached positions before the queries (prefill), strided

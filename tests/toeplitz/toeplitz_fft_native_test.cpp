@@ -1,5 +1,6 @@
 // The Toeplitz op's native FFT kernel (src/toeplitz/fft_conv_kernels.inc, built as
-// fft_conv_kernels_{generic,avx2,avx512}.cpp) against the composed
+// fft_conv_kernels_generic.cpp, fft_conv_kernels_avx2.cpp and
+// fft_conv_kernels_avx512.cpp, each run below through MIXLAB_CPU_ISA) against the composed
 // LibTorch FFT path (ComposedToeplitzFftGuard) and the loop reference, in every instruction-set
 // build this CPU runs: several lane groups, partial groups, odd D, lengths on both sides of the
 // L1 leaf of the depth-first transform, strided rows, partial gradients, float and double.
