@@ -11,6 +11,8 @@
 //   BM_OpForward(Backward)?Rows/<pattern>/<T>  where the block solve applies, with it off: the
 //                                      row kernel, for the before/after in one run (the op's
 //                                      label says which kernel ran: blocks or rows)
+//   BM_OpForwardPlain/<pattern>/<T>    resolvent_forward under ResolventPlainLoopsGuard: the plain
+//                                      row / blocked loops the register kernels replaced (D = 64)
 //   BM_RefForwardBackward/<pattern>/<T>
 //   BM_OpForwardH1 / BM_RefForwardH1   pow2 at T = 16384 with H = 1 (the reference needs 1 GiB
 //                                      per T×T float matrix per head)
@@ -272,6 +274,16 @@ int register_all() {
           ->Arg(T)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
+      if (!mixlab::resolvent_uses_dense_blocks(Pattern::parse(spec), T))
+        benchmark::RegisterBenchmark(("BM_OpForwardPlain/" + spec).c_str(),
+                                     [spec](benchmark::State& s) {
+                                       mixlab::ResolventPlainLoopsGuard plain;
+                                       BM_OpForward(s, spec, 4);
+                                       s.SetLabel("plain");
+                                     })
+            ->Arg(T)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
       benchmark::RegisterBenchmark(("BM_OpForwardBackward/" + spec).c_str(),
                                    [spec](benchmark::State& s) { BM_OpForwardBackward(s, spec); })
           ->Arg(T)

@@ -10,6 +10,7 @@
 #include "mixlab/resolvent/resolvent.h"
 #include "resolvent_dense_blocks.h"
 #include "resolvent_kernel.h"
+#include "resolvent_row_kernels.h"
 #include "static_switch.h"
 
 namespace mixlab {
@@ -278,11 +279,52 @@ bool use_avx2() {
 #endif
 }
 
-// Forward of slices [begin, end) with the loops use_avx2() picked.
+thread_local int plain_loops_guards = 0;
+
+// The forward's loops for one call, picked on the calling thread (cpu_isa() may throw and the
+// guard is per thread: both outside the parallel region).
+struct ForwardLoops {
+  bool avx2 = false;  // the plain loops' AVX2 build
+  CpuIsa rows = CpuIsa::kGeneric;
+  bool use_rows = false;  // the register kernels of resolvent_row_kernels.h
+};
+
 template <typename scalar_t>
-void forward_slices_isa(bool avx2, const detail::ResolventParams<scalar_t>& base, const SliceInputs& in,
+ForwardLoops forward_loops(const detail::ResolventParams<scalar_t>& base) {
+  ForwardLoops l;
+  l.avx2 = use_avx2();
+  l.rows = cpu_isa();
+  // The BLAS-3 block solve stays first where it applies (wide contiguous windows).
+  l.use_rows = plain_loops_guards == 0 && detail::resolvent_rows::supports<scalar_t>(base.D) &&
+               !detail::dense_blocks_apply(base);
+  return l;
+}
+
+// Forward of slices [begin, end) with the loops forward_loops() picked.
+template <typename scalar_t>
+void forward_slices_isa(const ForwardLoops& loops, const detail::ResolventParams<scalar_t>& base, const SliceInputs& in,
                         bool use_blocked, scalar_t* y, int64_t begin, int64_t end) {
-  if (avx2)
+  namespace rk = detail::resolvent_rows;
+  if (loops.use_rows) {
+    const rk::RowFlags flags{base.WA > 1, base.WB > 0, in.gate.numel() > 0};
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const auto p = in.at(base, bh);
+      scalar_t* yb = y + bh * base.T * base.D;
+#if defined(__x86_64__)
+      if (loops.rows == CpuIsa::kAvx512) {
+        rk::avx512::forward_slice(p, flags, yb);
+        continue;
+      }
+      if (loops.rows == CpuIsa::kAvx2) {
+        rk::avx2::forward_slice(p, flags, yb);
+        continue;
+      }
+#endif
+      rk::generic::forward_slice(p, flags, yb);
+    }
+    return;
+  }
+  if (loops.avx2)
     forward_slices_avx2(base, in, use_blocked, y, begin, end);
   else
     forward_slices(base, in, use_blocked, y, begin, end);
@@ -347,9 +389,10 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
     const SliceInputs in{alpha, beta, gate, x, px, py, Np, Np};
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "resolvent_forward", [&] {
       const auto base = make_params<scalar_t>(rows, D, WA, WB, Np);
-      const bool use_blocked = blocked(rows), avx2 = use_avx2();
+      const bool use_blocked = blocked(rows);
+      const auto loops = forward_loops(base);
       at::parallel_for(0, BH, 1, [&](int64_t begin, int64_t end) {
-        forward_slices_isa(avx2, base, in, use_blocked, y.data_ptr<scalar_t>(), begin, end);
+        forward_slices_isa(loops, base, in, use_blocked, y.data_ptr<scalar_t>(), begin, end);
       });
     });
     return y;
@@ -519,9 +562,9 @@ Tensor resolvent_step(ResolventState& state, const Tensor& alpha_t, const Tensor
     base.WB = WB;
     base.src = src.data();
     base.count = &count;
-    const bool avx2 = use_avx2();
+    const auto loops = forward_loops(base);
     at::parallel_for(0, BH, 16, [&](int64_t begin, int64_t end) {
-      forward_slices_isa(avx2, base, in, /*use_blocked=*/false, y.data_ptr<scalar_t>(), begin, end);
+      forward_slices_isa(loops, base, in, /*use_blocked=*/false, y.data_ptr<scalar_t>(), begin, end);
     });
   });
   std::vector<Tensor> extras;
@@ -529,5 +572,8 @@ Tensor resolvent_step(ResolventState& state, const Tensor& alpha_t, const Tensor
   state.append(x.unsqueeze(2), y.unsqueeze(2), extras);
   return y;
 }
+
+ResolventPlainLoopsGuard::ResolventPlainLoopsGuard() { ++plain_loops_guards; }
+ResolventPlainLoopsGuard::~ResolventPlainLoopsGuard() { --plain_loops_guards; }
 
 }  // namespace mixlab

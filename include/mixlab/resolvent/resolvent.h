@@ -29,7 +29,10 @@
 // translation-invariant patterns (all but +cache) from position 0 take a blocked forward
 // substitution (blocks of 64 rows; for each offset, the block's reads of earlier rows are one
 // contiguous range) and build no (T,W) index. +cache patterns, chunks that continue a state
-// and decode take the row-by-row kernel over the PatternIndex.
+// and decode take the row-by-row kernel over the PatternIndex. Where D is a multiple of one
+// 64-byte vector (16 floats, 8 doubles), the forward of all but the block solve runs one
+// register-accumulator kernel instead, row by row, per instruction set (see
+// ResolventPlainLoopsGuard); the backward always takes the plain loops.
 // Figures: docs/BENCHMARKS.md (resolvent section).
 //
 // Chunked prefill: pass a ResolventState as `past`: the chunk's rows are the absolute positions
@@ -64,6 +67,19 @@ class ResolventState;
 torch::Tensor resolvent_forward(const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& x,
                                 const Pattern& pattern, const torch::Tensor& gate = {},
                                 const ResolventState* past = nullptr);
+
+/// While one is alive on this thread, resolvent_forward, prefill and resolvent_step run the plain
+/// loops (the row and blocked kernels, D-loops over accumulators in memory) instead of the
+/// register kernels that take every D that is a multiple of 16 (float) or 8 (double) otherwise.
+/// Both compute the same sums in the same order; the guard exists so that tests compare them and
+/// benchmarks time both in one run (the `plain` rows of bench_resolvent).
+class ResolventPlainLoopsGuard {
+ public:
+  ResolventPlainLoopsGuard();
+  ~ResolventPlainLoopsGuard();
+  ResolventPlainLoopsGuard(const ResolventPlainLoopsGuard&) = delete;
+  ResolventPlainLoopsGuard& operator=(const ResolventPlainLoopsGuard&) = delete;
+};
 
 /// The plain reference: builds dense A and B (B,H,T,T) from the coefficients (per channel when
 /// gated: (B,H,D,T,T)) and calls torch::linalg_solve_triangular, as seed 000 did. O(T²) memory,

@@ -1,0 +1,57 @@
+// Private: the resolvent op's forward substitution on one (batch, head) slice with the row's
+// accumulators in registers, compiled once per instruction set (resolvent_row_kernels_*.cpp) and
+// picked at run time by resolvent_op.cpp through mixlab/core/cpu_isa.h.
+//
+// Why a second forward next to resolvent_kernel.h's: the plain row and blocked loops keep u and
+// w (one row, or a block of rows) in memory and run one loop over D per slot, so every slot costs
+// a load and a store of the accumulators; at T = 65536 pow2 they reached 3 GB/s of real bytes on
+// one thread, 10 % of memcpy (docs/BENCHMARKS.md, resolvent section). Here a row is cut into
+// column chunks of kChunkVectors 64-byte vectors whose u and w stay in registers while every slot
+// of the row is read, so a slot costs its two source rows and two FMAs per vector. Row i's own
+// term α_i0 x_i starts u; y_i = u + w, or (1 − g_i) ⊙ u + g_i ⊙ w gated: the same arithmetic as
+// resolvent_forward_slice, summed in the same slot order per element, so the results agree with
+// it to rounding (same order: bit-identical up to FMA contraction).
+//
+// Needs D % lanes == 0 (16 float, 8 double); the caller falls back to resolvent_kernel.h
+// otherwise. No LibTorch header: the per-ISA objects are built with their own -m flags.
+#pragma once
+
+#include <cstdint>
+
+#include "resolvent_kernel.h"
+
+namespace mixlab::detail::resolvent_rows {
+
+constexpr int64_t kVectorBytes = 64;
+
+/// Lanes per vector for element type E (16 float, 8 double).
+template <typename E>
+constexpr int64_t lanes() {
+  return kVectorBytes / static_cast<int64_t>(sizeof(E));
+}
+
+/// Whether forward_slice supports head dim D for element type E.
+template <typename E>
+constexpr bool supports(int64_t D) {
+  return D > 0 && D % lanes<E>() == 0;
+}
+
+/// What forward_slice reads: the flags of resolvent_kernel.h as run-time values (checked once per
+/// slice, outside the row loop).
+struct RowFlags {
+  bool a = false;      // A reads past inputs (WA > 1)
+  bool b = false;      // B reads past outputs (WB > 0)
+  bool gated = false;  // p.gate set
+};
+
+#define MIXLAB_RESOLVENT_ROWS_DECLARE(isa)                                         \
+  namespace isa {                                                                  \
+  void forward_slice(const ResolventParams<float>& p, RowFlags flags, float* y);   \
+  void forward_slice(const ResolventParams<double>& p, RowFlags flags, double* y); \
+  }
+MIXLAB_RESOLVENT_ROWS_DECLARE(generic)
+MIXLAB_RESOLVENT_ROWS_DECLARE(avx2)
+MIXLAB_RESOLVENT_ROWS_DECLARE(avx512)
+#undef MIXLAB_RESOLVENT_ROWS_DECLARE
+
+}  // namespace mixlab::detail::resolvent_rows

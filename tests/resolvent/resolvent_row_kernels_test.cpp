@@ -1,0 +1,165 @@
+// The resolvent op's register-accumulator forward (src/resolvent/resolvent_row_kernels.*)
+// against the plain loops it replaces (ResolventPlainLoopsGuard) and against the dense
+// reference: every instruction-set build this CPU runs, float and double, head dims of 1 to 8
+// vectors (column chunks of 1, 2 and 4 vectors and a partial last chunk), every pattern kind
+// (offset lists, the (T,W) index of +cache, a diagonal A, B = 0), gated and not, T on both sides
+// of the plain loops' 64-row blocks, strided inputs, chunked prefill (rows reading a past
+// state) and the decode step. The existing op tests run it too (D = 8 in double).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "mixlab/resolvent/resolvent.h"
+#include "support/gradcheck.h"
+#include "support/isa_scope.h"
+
+using mixlab::Pattern;
+using mixlab::ResolventState;
+using mixlab::testing::all_close;
+using torch::Tensor;
+
+namespace {
+
+struct Inputs {
+  Tensor alpha, beta, x, gate;
+};
+
+Inputs random_inputs(const Pattern& p, int64_t B, int64_t H, int64_t T, int64_t D, torch::ScalarType dtype, bool gated,
+                     bool diagonal_alpha, bool strided) {
+  auto o = torch::TensorOptions().dtype(dtype);
+  const int64_t W = mixlab::pattern_index(p, T)->W;
+  const int64_t WA = diagonal_alpha ? 1 : W + 1, WB = p.recurrent() ? W : 0;
+  Inputs in;
+  in.x = strided ? torch::randn({B, T, H, D}, o).permute({0, 2, 1, 3}) : torch::randn({B, H, T, D}, o);
+  in.alpha = torch::randn({B, H, T, WA}, o);
+  in.beta = torch::rand({B, H, T, WB}, o) * (0.9 / std::max<int64_t>(W, 1));
+  if (gated) in.gate = torch::rand({B, H, T, D}, o);
+  return in;
+}
+
+Tensor plain(const Inputs& in, const Pattern& p) {
+  mixlab::ResolventPlainLoopsGuard guard;
+  return mixlab::resolvent_forward(in.alpha, in.beta, in.x, p, in.gate);
+}
+
+// Both kernels sum the same terms in the same order; they may differ by FMA contraction only.
+double tolerance(torch::ScalarType dtype) { return dtype == torch::kFloat ? 2e-5 : 1e-12; }
+
+const std::vector<std::string> kPatterns = {"causal", "band:3", "order:1",        "order:3",    "pow2",
+                                            "square", "linear", "offsets:1,3,70", "pow2+cache", "square+cache"};
+
+}  // namespace
+
+TEST(ResolventRowKernels, EqualPlainLoopsEveryIsaDtypeAndWidth) {
+  for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
+    mixlab::testing::IsaScope scope(isa);
+    for (auto dtype : {torch::kFloat, torch::kDouble}) {
+      const int64_t lanes = dtype == torch::kFloat ? 16 : 8;
+      for (int64_t vectors : {1, 2, 3, 4, 5, 8}) {
+        const int64_t D = vectors * lanes;
+        for (const auto& spec : kPatterns) {
+          const auto p = Pattern::parse(spec);
+          for (int64_t T : {1, 5, 130}) {
+            const bool gated = (vectors + T) % 2 == 0, strided = vectors == 3;
+            torch::manual_seed(5 + vectors * 7 + T);
+            const auto in = random_inputs(p, 1, 2, T, D, dtype, gated, /*diagonal_alpha=*/false, strided);
+            const auto y = mixlab::resolvent_forward(in.alpha, in.beta, in.x, p, in.gate);
+            const auto what = isa + " " + c10::toString(dtype) + " D=" + std::to_string(D) + " " + spec +
+                              " T=" + std::to_string(T) + (gated ? " gated" : "");
+            ASSERT_TRUE(all_close(y, plain(in, p), tolerance(dtype), tolerance(dtype))) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ResolventRowKernels, DiagonalAlphaAndGatedMatchTheReference) {
+  for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
+    mixlab::testing::IsaScope scope(isa);
+    for (const std::string spec : {"pow2", "order:2", "causal", "square+cache"}) {
+      const auto p = Pattern::parse(spec);
+      for (bool diagonal : {false, true})
+        for (bool gated : {false, true}) {
+          torch::manual_seed(11);
+          const auto in = random_inputs(p, 2, 1, 40, 16, torch::kDouble, gated, diagonal, /*strided=*/false);
+          const auto y = mixlab::resolvent_forward(in.alpha, in.beta, in.x, p, in.gate);
+          const auto ref = mixlab::resolvent_reference(in.alpha, in.beta, in.x, p, in.gate);
+          EXPECT_TRUE(all_close(y, ref, 1e-10, 1e-11))
+              << isa << " " << spec << (diagonal ? " diagonal" : "") << (gated ? " gated" : "");
+        }
+    }
+  }
+}
+
+// Gradients flow through the op as before (the backward is the plain loops' transposed solve on
+// the register kernel's y): gradcheck in double at D = 8, one vector.
+TEST(ResolventRowKernels, GradcheckInDouble) {
+  for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
+    mixlab::testing::IsaScope scope(isa);
+    for (const std::string spec : {"pow2", "square+cache"}) {
+      const auto p = Pattern::parse(spec);
+      torch::manual_seed(3);
+      auto in = random_inputs(p, 1, 1, 9, 8, torch::kDouble, /*gated=*/true, false, false);
+      std::vector<Tensor> args = {in.alpha, in.beta, in.x, in.gate};
+      for (auto& t : args) t.requires_grad_(true);
+      EXPECT_TRUE(mixlab::testing::gradcheck(
+          [&](const std::vector<Tensor>& a) { return mixlab::resolvent_forward(a[0], a[1], a[2], p, a[3]); }, args))
+          << isa << " " << spec;
+    }
+  }
+}
+
+// Chunked prefill reads past rows from the state (negative source indices) and decode runs one
+// row per call: both through the register kernel, both equal to one long forward.
+TEST(ResolventRowKernels, PrefillAndStepEqualOneLongForward) {
+  for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
+    mixlab::testing::IsaScope scope(isa);
+    for (const std::string spec : {"pow2", "pow2+cache", "square", "order:3"}) {
+      const auto p = Pattern::parse(spec);
+      for (bool gated : {false, true}) {
+        torch::manual_seed(29);
+        const int64_t B = 2, H = 2, D = 32, T = 75;
+        const auto in = random_inputs(p, B, H, T, D, torch::kFloat, gated, false, false);
+        const auto y_full = mixlab::resolvent_forward(in.alpha, in.beta, in.x, p, in.gate);
+        const std::string what = isa + " " + spec + (gated ? " gated" : "");
+        // Prefill in chunks of 20, 1, 54 rows.
+        ResolventState st(p, B, H, D, torch::kFloat, {true, p.recurrent(), {}});
+        int64_t t0 = 0;
+        for (int64_t c : {20, 1, 54}) {
+          const int64_t W = mixlab::pattern_index(p, t0 + c)->W;
+          auto a = in.alpha.narrow(2, t0, c).narrow(3, 0, W + 1);
+          auto b = in.beta.narrow(2, t0, c).narrow(3, 0, p.recurrent() ? W : 0);
+          auto x = in.x.narrow(2, t0, c);
+          auto g = gated ? in.gate.narrow(2, t0, c) : Tensor();
+          auto y = mixlab::resolvent_forward(a, b, x, p, g, &st);
+          ASSERT_TRUE(all_close(y, y_full.narrow(2, t0, c), 1e-5, 1e-5)) << what << " prefill t0=" << t0;
+          st.append(x, p.recurrent() ? y : Tensor());
+          t0 += c;
+        }
+        // Decode row by row from the start.
+        ResolventState ds(p, B, H, D, torch::kFloat, {true, p.recurrent(), {}});
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t c = p.row_size(t);  // |P(t)|
+          auto a = in.alpha.select(2, t).narrow(2, 0, c + 1);
+          auto b = in.beta.select(2, t).narrow(2, 0, p.recurrent() ? c : 0);
+          auto g = gated ? in.gate.select(2, t) : Tensor();
+          auto y = mixlab::resolvent_step(ds, a, b, in.x.select(2, t), g);
+          ASSERT_TRUE(all_close(y, y_full.select(2, t), 1e-5, 1e-5)) << what << " step t=" << t;
+        }
+      }
+    }
+  }
+}
+
+// Head dims that are not a whole number of vectors keep the plain loops: same results.
+TEST(ResolventRowKernels, OtherHeadDimsTakeThePlainLoops) {
+  const auto p = Pattern::parse("pow2");
+  for (int64_t D : {1, 7, 20, 33}) {
+    torch::manual_seed(D);
+    const auto in = random_inputs(p, 1, 2, 70, D, torch::kFloat, /*gated=*/false, false, false);
+    const auto y = mixlab::resolvent_forward(in.alpha, in.beta, in.x, p, in.gate);
+    EXPECT_TRUE(torch::equal(y, plain(in, p))) << "D=" << D;
+  }
+}
