@@ -2,12 +2,16 @@
 # Runs mixlab's benchmark suite (issue 17 item 6): every bench binary, each kernel beside the
 # baseline it is compared with in the same binary and run, on an idle machine.
 #
-#   bash scripts/bench.sh [--quick] [--filter RE] [--out DIR] [--force]
+#   bash scripts/bench.sh [--quick] [--filter RE] [--out DIR] [--force] [--docs]
 #
-#   --quick      small sizes and one repetition per case (about 3 minutes on the 2-core machine)
+#   --quick      small sizes and one repetition per case (about 3 minutes on the 2-core machine);
+#                without it every case runs 3 repetitions of at least 0.2 s each (medians)
 #   --filter RE  only binaries whose name matches RE (e.g. 'resolvent|scan')
 #   --out DIR    where results go (default runs/bench-<UTC time>)
 #   --force      run even when the 1-minute load average is above 0.5 (the load is recorded)
+#   --docs       then write the tables into docs/BENCHMARKS.md (scripts/bench_docs.py: the block
+#                between its two marker lines); refused with --filter, --force or a failed binary,
+#                so the file only ever holds a whole suite run on an idle machine
 #
 # Writes DIR/machine.json (CPU model, cores, BLAS, LibTorch version, commit, load before and
 # after), DIR/<binary>.json (Google Benchmark JSON, or the binary's own table for
@@ -21,17 +25,24 @@ quick=0
 filter=.
 out=""
 force=0
+docs=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --filter) filter="${2:?--filter needs a regular expression}"; shift ;;
     --out) out="${2:?--out needs a directory}"; shift ;;
     --force) force=1 ;;
-    *) echo "bench.sh: unknown argument '$1' (expected --quick, --filter RE, --out DIR, --force)" >&2; exit 2 ;;
+    --docs) docs=1 ;;
+    *) echo "bench.sh: unknown argument '$1' (expected --quick, --filter RE, --out DIR, --force, --docs)" >&2; exit 2 ;;
   esac
   shift
 done
 out="${out:-$here/runs/bench-$(date -u +%Y%m%dT%H%M%SZ)}"
+if [ "$docs" = 1 ] && { [ "$filter" != . ] || [ "$force" = 1 ]; }; then
+  echo "bench.sh: --docs writes docs/BENCHMARKS.md from a whole suite run on an idle machine: it cannot be" \
+    "combined with --filter or --force" >&2
+  exit 2
+fi
 
 load_now() { cut -d' ' -f1 /proc/loadavg; }
 load_before=$(load_now)
@@ -97,7 +108,7 @@ run_bin() {  # runs one binary; its output goes to $out/<bin>.json (or .md)
         "$exe" --benchmark_filter="${quick_filter[$bin]}" --benchmark_out="$out/$bin.json" \
           --benchmark_out_format=json >/dev/null
       else
-        "$exe" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+        "$exe" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 \
           --benchmark_out="$out/$bin.json" --benchmark_out_format=json >/dev/null
       fi ;;
   esac
@@ -191,11 +202,19 @@ for path in sorted(glob.glob(os.path.join(out, "*.md"))):
     if os.path.basename(path) == "tables.md":
         continue
     lines += [f"## {os.path.basename(path)[:-3]}", "", open(path).read().strip(), ""]
-with open(os.path.join(out, "tables.md"), "w") as f:
+tmp = os.path.join(out, "tables.md.tmp")
+with open(tmp, "w") as f:  # whole or absent: written, flushed to disk, then renamed
     f.write("\n".join(lines))
+    f.flush()
+    os.fsync(f.fileno())
+os.replace(tmp, os.path.join(out, "tables.md"))
 print(os.path.join(out, "tables.md"))
 PY
 if [ ${#failed[@]} -gt 0 ]; then
   echo "bench.sh: failed: ${failed[*]}" >&2
+  [ "$docs" = 1 ] && echo "bench.sh: docs/BENCHMARKS.md left as it was (a binary failed)" >&2
   exit 1
+fi
+if [ "$docs" = 1 ]; then
+  /usr/bin/python3 "$here/scripts/bench_docs.py" "$out" "$here/docs/BENCHMARKS.md"
 fi
