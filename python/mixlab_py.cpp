@@ -311,14 +311,15 @@ t (H,Tmax) lag weights, x (B,H,T,D), bias (H,Tmax) or None, Tmax >= T. path: 'ff
 void bind_attention(py::module_& m) {
   m.def(
       "causal_attention",
-      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t window) {
         py::gil_scoped_release release;
-        return mixlab::causal_attention(q, k, v);
+        return mixlab::causal_attention(q, k, v, window);
       },
-      py::arg("q"), py::arg("k"), py::arg("v"), R"doc(
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("window") = 0, R"doc(
 Causal softmax attention on split heads: y[b,h,i] = softmax_j<=S+i(q_i . k_j / sqrt(D)) v.
 
-q (B,H,T,D); k, v (B,H,S+T,D) (S >= 0 cached positions before the queries). Native blocked kernel
+q (B,H,T,D); k, v (B,H,S+T,D) (S >= 0 cached positions before the queries). window W > 0: local
+attention, j runs over max(0, S+i-W)..S+i only (key blocks before the window are skipped). Native blocked kernel
 (no T x T tensor, keys above the diagonal skipped) for float32/float64 with D a multiple of 16
 (float) or 8 (double); LibTorch ops otherwise. Differentiable in q, k and v.
 )doc");

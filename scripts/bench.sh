@@ -79,6 +79,11 @@ declare -A quick_filter=(
   [bench_brl]='BM_(FwdBwd|Inference)/./1024/|BM_DecodeAt/./1024/'
   [bench_data]='.'
 )
+# Full runs skip what would take hours: the plain-LibTorch selective scan's backward through a
+# T-step autograd loop (133 s per call at T = 256; its T = 64 case stays as the baseline).
+declare -A full_filter=(
+  [bench_selective_scan]='BM_Scan/(fused|order1)/|BM_Scan/loop/fwd/|BM_Scan/loop/fwd\+bwd/64$'
+)
 declare -A quick_args=(
   [bench_decode]='--max_context=4096 --paths=fast'
   [bench_psm_decode]='--max 4096 --window 64'
@@ -108,7 +113,8 @@ run_bin() {  # runs one binary; its output goes to $out/<bin>.json (or .md)
         "$exe" --benchmark_filter="${quick_filter[$bin]}" --benchmark_out="$out/$bin.json" \
           --benchmark_out_format=json >/dev/null
       else
-        "$exe" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 \
+        "$exe" --benchmark_filter="${full_filter[$bin]:-.}" --benchmark_repetitions=3 \
+          --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 \
           --benchmark_out="$out/$bin.json" --benchmark_out_format=json >/dev/null
       fi ;;
   esac

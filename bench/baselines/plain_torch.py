@@ -112,6 +112,17 @@ def selective_scan(u, delta, a, b, c, d):
     return torch.stack(ys, dim=1) + u * d
 
 
+def local_attention(q, k, v, window):
+    """Sliding-window causal attention as a PyTorch 1.13 user writes it: the causal scores with a
+    band mask, query i seeing keys i-window..i. q, k, v (B,H,T,D)."""
+    T, D = q.shape[2], q.shape[3]
+    scores = q @ k.transpose(-1, -2) / D**0.5
+    i = torch.arange(T).unsqueeze(1)
+    j = torch.arange(T).unsqueeze(0)
+    mask = (j > i) | (j < i - window)
+    return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
+
+
 def causal_attention(q, k, v):
     """Causal softmax attention as a PyTorch 1.13 user writes it (no fused SDPA before 2.0): the
     (T,T) scores, -inf above the diagonal, softmax, product. q, k, v (B,H,T,D)."""

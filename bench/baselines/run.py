@@ -81,6 +81,9 @@ def pair(kind, a):
     if kind == "attention":
         return (lambda: pt.causal_attention(a["q"], a["k"], a["v"]),
                 lambda: mixlab.causal_attention(a["q"], a["k"], a["v"]))
+    if kind == "local_attention":  # local:64, the sliding-window transformer's mixer
+        return (lambda: pt.local_attention(a["q"], a["k"], a["v"], 64),
+                lambda: mixlab.causal_attention(a["q"], a["k"], a["v"], window=64))
     if kind == "selective_scan":
         args = [a[n] for n in ("u", "delta", "a", "b", "c", "d")]
         return (lambda: pt.selective_scan(*args), lambda: mixlab.selective_scan(*args)[0])
@@ -165,7 +168,8 @@ def main():
     Ts = [1024] if args.quick else [1024, 4096, 16384]
     H, D = 4, 64
     plan = []
-    for kind in ("simple_gla", "gla", "deltanet", "toeplitz", "gla_recurrent", "selective_scan", "attention"):
+    for kind in ("simple_gla", "gla", "deltanet", "toeplitz", "gla_recurrent", "selective_scan", "attention",
+                 "local_attention"):
         if not re.search(args.filter, kind):
             continue
         # The selective scan's plain backward is autograd through a T-step Python loop (9 s a call at
@@ -175,7 +179,7 @@ def main():
             for T in kind_Ts:
                 if kind == "gla_recurrent" and T > 1024:
                     continue  # a token loop: T = 1024 shows the per-token cost
-                if kind == "attention" and T > 4096:
+                if kind in ("attention", "local_attention") and T > 4096:
                     continue  # the baseline's (T,T) scores: 4 GiB per (batch, head) set at T 16384
                 if kind == "selective_scan" and T > 4096:
                     continue  # the baseline's (B,T,C,N) tensors: 1 GiB each at B 4, T 16384

@@ -67,7 +67,11 @@ torch::Tensor AttentionMixer::forward(const torch::Tensor& x) {
   MIXLAB_CHECK(T > 0, "{}: x must have T > 0, got shape {}", fn, shape_string(x));
   const auto qkv = split_heads(qkv_->forward(x), 3, H, D);  // 3 × (B,H,T,D)
   auto q = rope_apply(qkv[0]), k = rope_apply(qkv[1]), v = qkv[2];
-  auto y = window_ > 0 ? attend_window(q, k, v) : attend_full(q, k, v);
+  // The native op takes the window as a band mask over the keys (no (T, W+1, D) windows of k and
+  // v are built); head dims it does not take keep the unfolded windows.
+  auto y = window_ > 0
+               ? (causal_attention_is_native(q, k, v) ? causal_attention(q, k, v, window_) : attend_window(q, k, v))
+               : attend_full(q, k, v);
   return out_->forward(y.permute({0, 2, 1, 3}).reshape({B, T, dims_.d_model}));
 }
 

@@ -52,16 +52,21 @@ Dims check_attention(const torch::Tensor& q, const torch::Tensor& k, const torch
   return {B, H, T, k.size(2) - T, D};
 }
 
-torch::Tensor composed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const Dims& d) {
+torch::Tensor composed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const Dims& d,
+                       int64_t window) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(d.D));
-  // Query tiles: rows [s, e) only see keys [0, S + e): (tile, S + e) scores at a time.
+  // Query tiles: rows [s, e) only see keys [k0, S + e), k0 = 0 without a window and
+  // max(0, S + s − W) with one: (tile, S + e − k0) scores at a time.
   std::vector<torch::Tensor> outs;
   for (int64_t s = 0; s < d.T; s += kAttentionTile) {
     const int64_t e = std::min(d.T, s + kAttentionTile);
+    const int64_t k0 = window > 0 ? std::max<int64_t>(d.S + s - window, 0) : 0;
     auto qs = q.narrow(2, s, e - s);
-    auto ks = k.narrow(2, 0, d.S + e), vs = v.narrow(2, 0, d.S + e);
+    auto ks = k.narrow(2, k0, d.S + e - k0), vs = v.narrow(2, k0, d.S + e - k0);
     auto scores = torch::matmul(qs, ks.transpose(-1, -2)) * scale;
-    auto mask = torch::ones({e - s, d.S + e}, torch::dtype(torch::kBool)).triu(d.S + s + 1);  // key j > S + row
+    auto pos = torch::arange(d.S + s, d.S + e).unsqueeze(1), key = torch::arange(k0, d.S + e).unsqueeze(0);
+    auto mask = key > pos;  // the future
+    if (window > 0) mask = mask.logical_or(key < pos - window);
     outs.push_back(torch::matmul(scores.masked_fill(mask, -INFINITY).softmax(-1), vs));
   }
   return outs.size() == 1 ? outs[0] : torch::cat(outs, 2);
@@ -93,7 +98,7 @@ torch::Tensor unit_columns(const torch::Tensor& x) { return x.stride(3) == 1 ? x
 
 template <typename E>
 void forward_impl(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, torch::Tensor& out,
-                  torch::Tensor& lse, const Dims& d) {
+                  torch::Tensor& lse, const Dims& d, int64_t window) {
   const auto kernels = kernels_for<E>(cpu_isa());  // may throw: outside the parallel region
   const E scale = static_cast<E>(1.0 / std::sqrt(static_cast<double>(d.D)));
   const int64_t work = fk::forward_work_elements<E>(d.T, d.S, d.D);
@@ -119,6 +124,7 @@ void forward_impl(const torch::Tensor& q, const torch::Tensor& k, const torch::T
       r.S = d.S;
       r.D = d.D;
       r.scale = scale;
+      r.window = window;
       kernels.forward(r);
     }
   });
@@ -127,7 +133,7 @@ void forward_impl(const torch::Tensor& q, const torch::Tensor& k, const torch::T
 template <typename E>
 void backward_impl(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& out,
                    const torch::Tensor& lse, const torch::Tensor& dout, torch::Tensor& dq, torch::Tensor& dk,
-                   torch::Tensor& dv, const Dims& d) {
+                   torch::Tensor& dv, const Dims& d, int64_t window) {
   const auto kernels = kernels_for<E>(cpu_isa());
   const E scale = static_cast<E>(1.0 / std::sqrt(static_cast<double>(d.D)));
   const int64_t work = fk::backward_work_elements<E>(d.T, d.S, d.D);
@@ -156,6 +162,7 @@ void backward_impl(const torch::Tensor& q, const torch::Tensor& k, const torch::
       r.S = d.S;
       r.D = d.D;
       r.scale = scale;
+      r.window = window;
       kernels.backward(r);
     }
   });
@@ -164,7 +171,7 @@ void backward_impl(const torch::Tensor& q, const torch::Tensor& k, const torch::
 class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
-                               const torch::Tensor& v_in) {
+                               const torch::Tensor& v_in, int64_t window) {
     const auto q = unit_columns(q_in), k = unit_columns(k_in), v = unit_columns(v_in);
     const Dims d{q.size(0), q.size(1), q.size(2), k.size(2) - q.size(2), q.size(3)};
     auto out = torch::empty({d.B, d.H, d.T, d.D}, q.options());
@@ -172,23 +179,25 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     // grad mode is off inside a custom function's forward, so it cannot tell.
     auto lse = torch::empty({d.B, d.H, d.T}, q.options());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "causal_attention",
-                               [&] { forward_impl<scalar_t>(q, k, v, out, lse, d); });
+                               [&] { forward_impl<scalar_t>(q, k, v, out, lse, d, window); });
     ctx->save_for_backward({q, k, v, out, lse});
+    ctx->saved_data["window"] = window;
     return {out};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
-    if (!grads[0].defined()) return {torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    if (!grads[0].defined()) return {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    const int64_t window = ctx->saved_data["window"].toInt();
     const auto dout = unit_columns(grads[0]);
     const Dims d{q.size(0), q.size(1), q.size(2), k.size(2) - q.size(2), q.size(3)};
     auto dq = torch::empty({d.B, d.H, d.T, d.D}, q.options());
     auto dk = torch::empty({d.B, d.H, d.S + d.T, d.D}, q.options());
     auto dv = torch::empty({d.B, d.H, d.S + d.T, d.D}, q.options());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "causal_attention_backward",
-                               [&] { backward_impl<scalar_t>(q, k, v, out, lse, dout, dq, dk, dv, d); });
-    return {dq, dk, dv};
+                               [&] { backward_impl<scalar_t>(q, k, v, out, lse, dout, dq, dk, dv, d, window); });
+    return {dq, dk, dv, torch::Tensor()};
   }
 };
 
@@ -204,10 +213,12 @@ bool causal_attention_is_native(const torch::Tensor& q, const torch::Tensor& k, 
   return q.size(3) % lanes == 0;
 }
 
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t window) {
   const Dims d = check_attention(q, k, v);
-  if (composed_guards > 0 || !causal_attention_is_native(q, k, v)) return composed(q, k, v, d);
-  return CausalAttentionFunction::apply(q, k, v)[0];
+  MIXLAB_CHECK(window >= 0, "causal_attention: window must be >= 0 (0: every earlier key; W: the last W keys), got {}",
+               window);
+  if (composed_guards > 0 || !causal_attention_is_native(q, k, v)) return composed(q, k, v, d, window);
+  return CausalAttentionFunction::apply(q, k, v, window)[0];
 }
 
 }  // namespace mixlab

@@ -31,7 +31,8 @@ constexpr int64_t key_block() {
 }
 
 /// One (batch, head). Query row i (0 <= i < T) is position S + i and attends keys 0..S+i of the
-/// S + T key rows. Rows have unit column stride; *_row are row strides in elements.
+/// S + T key rows; with window W > 0 only keys max(0, S+i−W)..S+i (local attention, W + 1 keys).
+/// Rows have unit column stride; *_row are row strides in elements.
 /// out: T rows of D (row stride D). lse: T values (log-sum-exp of the scaled scores), or null.
 template <typename E>
 struct AttentionRows {
@@ -46,6 +47,7 @@ struct AttentionRows {
   E* work;  // forward_work_elements(T, S, D)
   int64_t T, S, D;
   E scale;
+  int64_t window;  // 0: every earlier key; W > 0: the last W keys and the query's own
 };
 
 /// The backward of AttentionRows for the same (batch, head), given out and lse of the forward and
@@ -68,6 +70,7 @@ struct AttentionGradRows {
   E* work;  // backward_work_elements(T, S, D)
   int64_t T, S, D;
   E scale;
+  int64_t window;  // as AttentionRows::window
 };
 
 /// Scratch sizes (elements) of one call; the pointer must be 64-byte aligned.

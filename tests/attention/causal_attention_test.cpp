@@ -5,6 +5,8 @@
 // forward and the three gradients, float and double, head dims that use 4, 3, 2 and 1 vectors,
 // query counts around the 32-row blocks, cached positions before the queries (prefill), strided
 // inputs; a finite-difference check in double; the fallback for other head dims; bad arguments.
+// The same for a window (local attention): every window size against the block sizes, with the
+// written-out band definition.
 #include "mixlab/attention/causal_attention.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "mixlab/attention/attention.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
@@ -27,13 +30,13 @@ struct Result {
 };
 
 Result run(const torch::Tensor& q0, const torch::Tensor& k0, const torch::Tensor& v0, const torch::Tensor& g,
-           bool composed) {
+           bool composed, int64_t window = 0) {
   auto q = q0.detach().clone().requires_grad_(true);
   auto k = k0.detach().clone().requires_grad_(true);
   auto v = v0.detach().clone().requires_grad_(true);
   std::optional<mixlab::ComposedAttentionGuard> guard;
   if (composed) guard.emplace();
-  auto y = mixlab::causal_attention(q, k, v);
+  auto y = mixlab::causal_attention(q, k, v, window);
   (y * g).sum().backward();
   return {y.detach(), q.grad(), k.grad(), v.grad()};
 }
@@ -146,4 +149,86 @@ TEST(CausalAttention, BadArguments) {
       },
       "causal_attention: q must have T > 0");
   expect_error([&] { mixlab::causal_attention(q, torch::Tensor(), k); }, "causal_attention: k");
+  expect_error([&] { mixlab::causal_attention(q, k, k, -1); }, "causal_attention: window must be >= 0");
+}
+
+// Local attention: query i sees keys max(0, S+i-W)..S+i. Windows below, at and above the 32-row
+// query and 64-key blocks (rows whose window starts past a whole key block, blocks that no row
+// of a query block sees), cached positions, every build, forward and the three gradients.
+TEST(CausalAttention, WindowEveryBuildMatchesComposed) {
+  torch::manual_seed(26);
+  struct Case {
+    int64_t T, S, D, W;
+  };
+  const std::vector<Case> cases = {{1, 0, 16, 1},      {40, 0, 16, 1},    {100, 0, 64, 5},  {130, 0, 32, 31},
+                                   {200, 0, 64, 32},   {200, 0, 48, 63},  {300, 0, 64, 64}, {300, 0, 16, 65},
+                                   {150, 20, 64, 100}, {70, 7, 64, 1000}, {5, 70, 16, 3}};
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    const double tol = dtype == torch::kFloat ? 3e-5 : 1e-11;
+    for (const auto& c : cases) {
+      auto qkv = split_projection(2, 2, c.S + c.T, c.D, dtype);
+      auto q = qkv[0].narrow(2, c.S, c.T), k = qkv[1], v = qkv[2];
+      auto g = torch::randn({2, 2, c.T, c.D}, torch::dtype(dtype));
+      const auto ref = run(q, k, v, g, true, c.W);
+      for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
+        mixlab::testing::IsaScope scope(isa);
+        const auto got = run(q, k, v, g, false, c.W);
+        const std::string where = isa + " T=" + std::to_string(c.T) + " S=" + std::to_string(c.S) +
+                                  " D=" + std::to_string(c.D) + " W=" + std::to_string(c.W) + " " +
+                                  std::string(c10::toString(dtype));
+        EXPECT_TRUE(all_close(got.y, ref.y, tol, tol)) << where << " y";
+        EXPECT_TRUE(all_close(got.dq, ref.dq, tol, tol)) << where << " dq";
+        EXPECT_TRUE(all_close(got.dk, ref.dk, tol, tol)) << where << " dk";
+        EXPECT_TRUE(all_close(got.dv, ref.dv, tol, tol)) << where << " dv";
+      }
+    }
+  }
+}
+
+TEST(CausalAttention, WindowMatchesBandDefinitionAndFullAttention) {
+  torch::manual_seed(27);
+  const int64_t T = 90, S = 11, D = 16;
+  auto q = torch::randn({1, 1, T, D}, torch::kDouble), k = torch::randn({1, 1, S + T, D}, torch::kDouble);
+  auto v = torch::randn({1, 1, S + T, D}, torch::kDouble);
+  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(D));
+  auto i = torch::arange(T).unsqueeze(1) + S, j = torch::arange(S + T).unsqueeze(0);
+  for (int64_t W : {1, 7, 64, 70}) {
+    auto band = (j > i).logical_or(j < i - W);
+    auto expect = torch::matmul(scores.masked_fill(band, -INFINITY).softmax(-1), v);
+    EXPECT_TRUE(all_close(mixlab::causal_attention(q, k, v, W), expect, 1e-12, 1e-12)) << "W=" << W;
+    mixlab::ComposedAttentionGuard guard;
+    EXPECT_TRUE(all_close(mixlab::causal_attention(q, k, v, W), expect, 1e-12, 1e-12)) << "composed W=" << W;
+  }
+  // A window covering every earlier key is full causal attention.
+  EXPECT_TRUE(all_close(mixlab::causal_attention(q, k, v, S + T), mixlab::causal_attention(q, k, v), 1e-12, 1e-12));
+}
+
+TEST(CausalAttention, WindowGradcheckDouble) {
+  torch::manual_seed(28);
+  auto q = torch::randn({1, 2, 6, 8}, torch::kDouble).requires_grad_(true);
+  auto k = torch::randn({1, 2, 9, 8}, torch::kDouble).requires_grad_(true);
+  auto v = torch::randn({1, 2, 9, 8}, torch::kDouble).requires_grad_(true);
+  EXPECT_TRUE(mixlab::testing::gradcheck(
+      [](const std::vector<at::Tensor>& in) { return mixlab::causal_attention(in[0], in[1], in[2], 2); }, {q, k, v}));
+}
+
+// The mixer's local:W forward takes the window op at a native head dim (D = 32 here): it equals
+// the decode step row by row (the step reads its ring of the last W keys, a separate path).
+TEST(CausalAttention, LocalMixerForwardEqualsStepRowByRow) {
+  mixlab::MixerDims dims;
+  dims.d_model = 64;
+  dims.n_heads = 2;
+  dims.max_len = 256;
+  for (int64_t window : {3, 40, 100}) {
+    torch::manual_seed(29 + window);
+    mixlab::AttentionMixer m(dims, window);
+    const int64_t B = 2, T = 150;
+    auto x = torch::randn({B, T, dims.d_model});
+    torch::NoGradGuard no_grad;
+    auto y = m.forward(x);
+    auto state = m.init_state(B);
+    for (int64_t t = 0; t < T; ++t)
+      ASSERT_TRUE(all_close(m.step(*state, x.select(1, t)), y.select(1, t), 2e-5, 2e-5))
+          << "local:" << window << " t=" << t;
+  }
 }

@@ -3,6 +3,10 @@
 //
 //   y[b,h,i] = sum_{j <= S+i} softmax_j(q[b,h,i] . k[b,h,j] / sqrt(D)) v[b,h,j]
 //
+// With window W > 0 (local attention, AttentionMixer's local:W), j runs over
+// max(0, S+i−W) .. S+i only: the query's own key and the W before it. The native form then
+// skips the key blocks before the window too, so its cost is O(T (W + block) D), not O(T² D).
+//
 // Shapes: q (B,H,T,D); k, v (B,H,S+T,D): query i is position S+i (S >= 0 cached positions before
 // the queries, 0 in a training forward) and sees keys 0..S+i.
 //
@@ -18,7 +22,7 @@
 //             (no T x T tensor beyond a tile). Every other case, and everything under
 //             ComposedAttentionGuard; differentiable to any order.
 //
-// Not supported: dropout, ALiBi, grouped-query heads, non-causal masks.
+// Not supported: dropout, ALiBi, grouped-query heads, non-causal masks other than the window.
 #pragma once
 
 #include <torch/torch.h>
@@ -38,9 +42,10 @@ class ComposedAttentionGuard {
 };
 
 /// See the file header. Throws mixlab::Error naming the argument for undefined or non-CPU
-/// tensors, wrong ranks, mismatched B, H, D or dtypes, v not shaped like k, T = 0 or fewer keys
-/// than queries.
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+/// tensors, wrong ranks, mismatched B, H, D or dtypes, v not shaped like k, T = 0, fewer keys
+/// than queries or a negative window.
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               int64_t window = 0);
 
 /// Whether causal_attention takes the native form for these arguments (outside the guard).
 bool causal_attention_is_native(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
