@@ -149,6 +149,44 @@ class ToeplitzTest(unittest.TestCase):
         torch.testing.assert_close(y[0, 0], ref)
 
 
+class CausalAttentionTest(unittest.TestCase):
+    """mixlab.causal_attention, full and with a window, against the written-out definition."""
+
+    def setUp(self):
+        torch.manual_seed(0)
+
+    @staticmethod
+    def definition(q, k, v, window):
+        T, S = q.shape[2], k.shape[2] - q.shape[2]
+        scores = q @ k.transpose(-1, -2) / q.shape[3] ** 0.5
+        i = torch.arange(T).unsqueeze(1) + S
+        j = torch.arange(S + T).unsqueeze(0)
+        mask = j > i
+        if window > 0:
+            mask = mask | (j < i - window)
+        return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
+
+    def test_forward_matches_definition(self):
+        # D = 8: the native kernel in float64; D = 3: the composed form.
+        for D in (8, 3):
+            for window in (0, 1, 5, 40):
+                with self.subTest(D=D, window=window):
+                    q = torch.randn(2, 2, 70, D, dtype=torch.float64)
+                    k = torch.randn(2, 2, 75, D, dtype=torch.float64)
+                    v = torch.randn(2, 2, 75, D, dtype=torch.float64)
+                    got = mixlab.causal_attention(q, k, v, window=window)
+                    self.assertTrue(torch.allclose(got, self.definition(q, k, v, window), rtol=1e-10, atol=1e-12))
+
+    def test_gradcheck_window(self):
+        q, k, v = rand(1, 2, 6, 8), rand(1, 2, 8, 8), rand(1, 2, 8, 8)
+        self.assertTrue(gradcheck(lambda a, b, c: mixlab.causal_attention(a, b, c, window=2), (q, k, v)))
+
+    def test_negative_window_is_an_error(self):
+        q = torch.randn(1, 1, 4, 16)
+        with self.assertRaisesRegex(mixlab.Error, "window must be >= 0"):
+            mixlab.causal_attention(q, q, q, window=-1)
+
+
 class PatternTest(unittest.TestCase):
     def test_rows_and_offsets(self):
         p = mixlab.Pattern("pow2")
