@@ -1,5 +1,7 @@
-// The resolvent op's register-accumulator forward (src/resolvent/resolvent_row_kernels.*)
-// against the plain loops it replaces (ResolventPlainLoopsGuard) and against the dense
+// The resolvent op's register-accumulator forward (src/resolvent/resolvent_row_kernels.inc, built
+// as resolvent_row_kernels_generic.cpp, resolvent_row_kernels_avx2.cpp and
+// resolvent_row_kernels_avx512.cpp, each run below through MIXLAB_CPU_ISA) against the plain
+// loops it replaces (ResolventPlainLoopsGuard) and against the dense
 // reference: every instruction-set build this CPU runs, float and double, head dims of 1 to 8
 // vectors (column chunks of 1, 2 and 4 vectors and a partial last chunk), every pattern kind
 // (offset lists, the (T,W) index of +cache, a diagonal A, B = 0), gated and not, T on both sides
