@@ -29,19 +29,27 @@ PsmTransformerImpl::PsmTransformerImpl(const PsmTransformerOptions& options, con
   for (int64_t l = 0; l < o.layers; ++l) {
     Block b;
     const std::string p = "block" + std::to_string(l) + "_";
+    const bool mlp = !o.attention_only;
+    // Registration and init in GPT-2's order (ln1, ln2, qkv, proj, fc1, fc2), so a model without
+    // the option draws the same initial weights as before it existed.
     b.ln1 = register_module(p + "ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d})));
-    b.ln2 = register_module(p + "ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d})));
+    if (mlp) b.ln2 = register_module(p + "ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d})));
     b.qkv = register_module(p + "qkv", torch::nn::Linear(o.d, 3 * o.d));
     b.proj = register_module(p + "proj", torch::nn::Linear(o.d, o.d));
-    b.fc1 = register_module(p + "fc1", torch::nn::Linear(o.d, 4 * o.d));
-    b.fc2 = register_module(p + "fc2", torch::nn::Linear(4 * o.d, o.d));
+    if (mlp) {
+      b.fc1 = register_module(p + "fc1", torch::nn::Linear(o.d, 4 * o.d));
+      b.fc2 = register_module(p + "fc2", torch::nn::Linear(4 * o.d, o.d));
+    }
     torch::NoGradGuard no_grad;
-    for (auto* lin : {&b.qkv, &b.fc1}) (*lin)->weight.normal_(0.0, o.init_std);
-    for (auto* lin : {&b.proj, &b.fc2}) (*lin)->weight.normal_(0.0, resid_std);
-    for (auto* lin : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) (*lin)->bias.zero_();
+    for (auto* lin : {&b.qkv, &b.fc1})
+      if (*lin) (*lin)->weight.normal_(0.0, o.init_std);
+    for (auto* lin : {&b.proj, &b.fc2})
+      if (*lin) (*lin)->weight.normal_(0.0, resid_std);
+    for (auto* lin : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
+      if (*lin) (*lin)->bias.zero_();
     blocks_.push_back(b);
   }
-  ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d})));
+  if (!o.attention_only) ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d})));
 }
 
 torch::Tensor PsmTransformerImpl::forward(const torch::Tensor& x) {
@@ -52,7 +60,8 @@ torch::Tensor PsmTransformerImpl::forward(const torch::Tensor& x) {
   const int64_t N = x.size(0), S = x.size(1), H = o.heads, D = o.d / o.heads;
   torch::Tensor mask;  // (S,S) true where a score is removed
   if (o.causal) mask = torch::ones({S, S}, x.options().dtype(torch::kBool)).triu(1);
-  torch::Tensor h = o.rope ? x : x + pos_.narrow(0, 0, S);
+  const torch::Tensor h0 = o.rope ? x : x + pos_.narrow(0, 0, S);
+  torch::Tensor h = h0;
   for (auto& b : blocks_) {
     auto qkv = b.qkv(b.ln1(h)).view({N, S, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,N,H,S,D)
     auto q = qkv[0], k = qkv[1], v = qkv[2];
@@ -61,9 +70,9 @@ torch::Tensor PsmTransformerImpl::forward(const torch::Tensor& x) {
     if (o.causal) scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
     auto att = torch::matmul(torch::softmax(scores, -1), v);  // (N,H,S,D)
     h = h + b.proj(att.transpose(1, 2).reshape({N, S, o.d}));
-    h = h + b.fc2(torch::gelu(b.fc1(b.ln2(h))));
+    if (!o.attention_only) h = h + b.fc2(torch::gelu(b.fc1(b.ln2(h))));
   }
-  return ln_f_(h);
+  return o.attention_only ? h - h0 : ln_f_(h);
 }
 
 }  // namespace mixlab

@@ -11,8 +11,8 @@
 // position p + i as they are made, so the cache holds rotated keys); per layer
 // h += proj(MHA(LN1 h)), h += fc2(gelu(fc1(LN2 h))) with the exact (erf) GELU, scores
 // q.k / sqrt(D) per head on the d / heads-wide column blocks of qkv's [q | k | v] rows, causal
-// rows attending to positions <= their own; y = LN_f h. It equals forward to float rounding
-// (tests/psm/tpsm_step_test.cpp).
+// rows attending to positions <= their own; y = LN_f h (attention_only: no MLP, y = h_L - h_0). It equals forward to
+// float rounding (tests/psm/tpsm_step_test.cpp).
 //
 // The matrix-vector products (nearly all the multiply-adds) and the GELU are core's row kernels
 // (row::linear four output rows at a time, row::gelu's vectorised float erf). Measured on the
@@ -44,12 +44,13 @@ const T* ptr(const torch::Tensor& t) {
 
 bool PsmTransformerImpl::rows_ok(c10::ScalarType dtype) const {
   if (dtype != torch::kFloat && dtype != torch::kDouble) return false;
-  if (!ok(pos_, dtype) || !ok(ln_f_->weight, dtype) || !ok(ln_f_->bias, dtype)) return false;
+  if (!ok(pos_, dtype)) return false;
+  if (ln_f_ && (!ok(ln_f_->weight, dtype) || !ok(ln_f_->bias, dtype))) return false;
   for (const auto& b : blocks_) {
     for (const auto* ln : {&b.ln1, &b.ln2})
-      if (!ok((*ln)->weight, dtype) || !ok((*ln)->bias, dtype)) return false;
+      if (*ln && (!ok((*ln)->weight, dtype) || !ok((*ln)->bias, dtype))) return false;
     for (const auto* lin : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
-      if (!ok((*lin)->weight, dtype) || !ok((*lin)->bias, dtype)) return false;
+      if (*lin && (!ok((*lin)->weight, dtype) || !ok((*lin)->bias, dtype))) return false;
   }
   return true;
 }
@@ -97,9 +98,13 @@ void PsmTransformerImpl::step_rows(const T* x, int64_t n, int64_t p, T* cache, T
       }
     }
     const T *w_proj = b.proj->weight.data_ptr<T>(), *b_proj = ptr<T>(b.proj->bias);
-    const T *w_fc1 = b.fc1->weight.data_ptr<T>(), *b_fc1 = ptr<T>(b.fc1->bias);
-    const T *w_fc2 = b.fc2->weight.data_ptr<T>(), *b_fc2 = ptr<T>(b.fc2->bias);
-    const T *ln2_w = ptr<T>(b.ln2->weight), *ln2_b = ptr<T>(b.ln2->bias);
+    const bool mlp_on = !o.attention_only;
+    const T* w_fc1 = mlp_on ? b.fc1->weight.data_ptr<T>() : nullptr;
+    const T* b_fc1 = mlp_on ? ptr<T>(b.fc1->bias) : nullptr;
+    const T* w_fc2 = mlp_on ? b.fc2->weight.data_ptr<T>() : nullptr;
+    const T* b_fc2 = mlp_on ? ptr<T>(b.fc2->bias) : nullptr;
+    const T* ln2_w = mlp_on ? ptr<T>(b.ln2->weight) : nullptr;
+    const T* ln2_b = mlp_on ? ptr<T>(b.ln2->bias) : nullptr;
     for (int64_t i = first; i < n; ++i) {
       const int64_t keys = o.causal ? p + i + 1 : n;
       for (int64_t hd = 0; hd < H; ++hd) {
@@ -113,12 +118,20 @@ void PsmTransformerImpl::step_rows(const T* x, int64_t n, int64_t p, T* cache, T
       T* hi = h + i * d;
       row::linear<T>(w_proj, b_proj, att, a, d, d);
       row::add<T>(a, hi, d);
+      if (!mlp_on) continue;
       row::layer_norm<T>(hi, a, ln2_w, ln2_b, d, b.ln2->options.eps());
       row::linear<T>(w_fc1, b_fc1, a, mlp, 4 * d, d);
       row::gelu<T>(mlp, 4 * d);
       row::linear<T>(w_fc2, b_fc2, mlp, a, d, 4 * d);
       row::add<T>(a, hi, d);
     }
+  }
+  if (o.attention_only) {  // y = h_L - h_0, h_0 = x + pos as at the start
+    const T* pos = o.rope ? nullptr : pos_.data_ptr<T>() + p * d;
+    for (int64_t i = y_from; i < n; ++i)
+      for (int64_t k = 0; k < d; ++k)
+        y[(i - y_from) * d + k] = h[i * d + k] - x[i * d + k] - (pos ? pos[i * d + k] : T(0));
+    return;
   }
   const T *lnf_w = ptr<T>(ln_f_->weight), *lnf_b = ptr<T>(ln_f_->bias);
   for (int64_t i = y_from; i < n; ++i)

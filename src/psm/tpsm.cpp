@@ -31,7 +31,7 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
     const auto eq = item.find('=');
     MIXLAB_CHECK(eq != std::string::npos && eq > 0,
                  "tpsm spec '{}': expected key=value items (c, d, agg_d, inf_d, agg_heads, agg_layers, inf_heads, "
-                 "inf_layers, compress, identity, pos, init) separated by ':', got '{}'",
+                 "inf_layers, compress, identity, pos, init, inf) separated by ':', got '{}'",
                  args_spec, item);
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     MIXLAB_CHECK(seen.insert(key).second, "tpsm spec '{}': key '{}' given twice", args_spec, key);
@@ -56,9 +56,15 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
                    "tpsm spec '{}': compress must be right_half or linear, got '{}'", args_spec, value);
       o.compress = value == "linear" ? TpsmCompress::kLinear : TpsmCompress::kRightHalf;
     } else if (key == "identity") {
-      MIXLAB_CHECK(value == "zeros" || value == "learned",
-                   "tpsm spec '{}': identity must be zeros or learned, got '{}'", args_spec, value);
-      o.identity = value == "learned" ? TpsmIdentity::kLearned : TpsmIdentity::kZeros;
+      MIXLAB_CHECK(value == "zeros" || value == "learned" || value == "empty",
+                   "tpsm spec '{}': identity must be zeros, learned or empty, got '{}'", args_spec, value);
+      o.identity = value == "learned" ? TpsmIdentity::kLearned
+                   : value == "empty" ? TpsmIdentity::kEmpty
+                                      : TpsmIdentity::kZeros;
+    } else if (key == "inf") {
+      MIXLAB_CHECK(value == "gpt2" || value == "attention", "tpsm spec '{}': inf must be gpt2 or attention, got '{}'",
+                   args_spec, value);
+      o.inf_attention_only = value == "attention";
     } else if (key == "pos") {
       MIXLAB_CHECK(value == "learned" || value == "rope", "tpsm spec '{}': pos must be learned or rope, got '{}'",
                    args_spec, value);
@@ -68,7 +74,7 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
     } else {
       MIXLAB_FAIL(
           "tpsm spec '{}': unknown key '{}'; known: c, d, agg_d, inf_d, agg_heads, agg_layers, inf_heads, "
-          "inf_layers, compress, identity, pos, init",
+          "inf_layers, compress, identity, pos, init, inf",
           args_spec, key);
     }
   }
@@ -93,7 +99,7 @@ TpsmMixer::TpsmMixer(const TpsmOptions& options, const MixerDims& dims) : option
   if (o.inf_heads == 0) o.inf_heads = dims.n_heads;
   d_ = o.agg_d;
   PsmTransformerOptions a{d_, o.agg_heads, o.agg_layers, 2 * o.chunk, false, o.rope, o.init_std};
-  PsmTransformerOptions f{d_, o.inf_heads, o.inf_layers, 2 * o.chunk, true, o.rope, o.init_std};
+  PsmTransformerOptions f{d_, o.inf_heads, o.inf_layers, 2 * o.chunk, true, o.rope, o.init_std, o.inf_attention_only};
   agg_net_ = register_module("agg", PsmTransformer(a, "tpsm Agg (agg_d, agg_heads, agg_layers)"));
   inf_net_ = register_module("inf", PsmTransformer(f, "tpsm Inf (inf_d, inf_heads, inf_layers)"));
   if (o.compress == TpsmCompress::kLinear) {
@@ -105,7 +111,8 @@ TpsmMixer::TpsmMixer(const TpsmOptions& options, const MixerDims& dims) : option
   if (o.identity == TpsmIdentity::kLearned) {
     e_ = register_parameter("identity", torch::randn({o.chunk, d_}) * 0.02);
   } else {
-    e_ = register_buffer("identity", torch::zeros({o.chunk, d_}));
+    // identity=empty: a state of 0 rows, so Agg(e, x) and Inf(e, C) see x and C alone.
+    e_ = register_buffer("identity", torch::zeros({o.identity == TpsmIdentity::kEmpty ? 0 : o.chunk, d_}));
   }
   if (d_ != C_) {
     w_in_ = register_module("w_in", torch::nn::Linear(C_, d_));
@@ -117,10 +124,13 @@ std::string TpsmMixer::spec() const {
   const auto& o = options_;
   return fmt::format(
       "tpsm:c={}:agg_d={}:inf_d={}:agg_heads={}:agg_layers={}:inf_heads={}:inf_layers={}:compress={}:"
-      "identity={}:pos={}:init={}",
+      "identity={}:pos={}:init={}:inf={}",
       o.chunk, o.agg_d, o.inf_d, o.agg_heads, o.agg_layers, o.inf_heads, o.inf_layers,
       o.compress == TpsmCompress::kLinear ? "linear" : "right_half",
-      o.identity == TpsmIdentity::kLearned ? "learned" : "zeros", o.rope ? "rope" : "learned", o.init_std);
+      o.identity == TpsmIdentity::kLearned ? "learned"
+      : o.identity == TpsmIdentity::kEmpty ? "empty"
+                                           : "zeros",
+      o.rope ? "rope" : "learned", o.init_std, o.inf_attention_only ? "attention" : "gpt2");
 }
 
 void TpsmMixer::check_input(const torch::Tensor& x, const char* what) const {
@@ -131,19 +141,22 @@ void TpsmMixer::check_input(const torch::Tensor& x, const char* what) const {
 torch::Tensor TpsmMixer::encode(const torch::Tensor& x) { return w_in_ ? w_in_(x) : x; }
 torch::Tensor TpsmMixer::decode(const torch::Tensor& y) { return w_out_ ? w_out_(y) : y; }
 
-torch::Tensor TpsmMixer::identity(int64_t n) const { return e_.unsqueeze(0).expand({n, options_.chunk, d_}); }
+torch::Tensor TpsmMixer::identity(int64_t n) const { return e_.unsqueeze(0).expand({n, e_.size(0), d_}); }
 
 torch::Tensor TpsmMixer::agg(const torch::Tensor& left, const torch::Tensor& right) {
-  const int64_t c = options_.chunk;
-  auto y = agg_net_(torch::cat({left, right}, 1));  // (N,2c,d)
-  if (options_.compress == TpsmCompress::kLinear) return torch::matmul(compress_.to(y.scalar_type()), y);
-  return y.narrow(1, c, c);
+  const int64_t c = options_.chunk, l = left.size(1);  // l = c, or 0 for the empty identity
+  auto y = agg_net_(torch::cat({left, right}, 1));     // (N,l+c,d)
+  if (options_.compress == TpsmCompress::kLinear) {
+    // Without a left block only W_cmp's right columns apply (the rows the outputs stand for).
+    return torch::matmul(compress_.narrow(1, c - l, c + l).to(y.scalar_type()), y);
+  }
+  return y.narrow(1, l, c);
 }
 
 torch::Tensor TpsmMixer::inf(const torch::Tensor& state, const torch::Tensor& chunk) {
-  const int64_t c = options_.chunk;
-  auto y = inf_net_(torch::cat({state, chunk}, 1));  // (N,c+j,d)
-  return y.narrow(1, c, chunk.size(1));
+  const int64_t l = state.size(1);                   // c, or 0 for the empty identity
+  auto y = inf_net_(torch::cat({state, chunk}, 1));  // (N,l+j,d)
+  return y.narrow(1, l, chunk.size(1));
 }
 
 torch::Tensor TpsmMixer::forward(const torch::Tensor& x) {
@@ -185,23 +198,40 @@ torch::Tensor TpsmMixer::forward(const torch::Tensor& x) {
   stats_ = TpsmScanStats{r, static_cast<int64_t>(nodes.size()) - m - 1, 0, 0};
   for (const auto& level : by_depth) {
     if (level.empty()) continue;
-    std::vector<torch::Tensor> lefts, rights;
-    for (int64_t id : level) {
-      lefts.push_back(value[static_cast<size_t>(nodes[static_cast<size_t>(id)].left)]);
-      rights.push_back(value[static_cast<size_t>(nodes[static_cast<size_t>(id)].right)]);
+    // One Agg call per left-operand row count: all of them, except with the empty identity, whose
+    // Agg(e, .) nodes run on c rows instead of 2c.
+    for (const bool left_empty : {false, true}) {
+      std::vector<int64_t> ids;
+      std::vector<torch::Tensor> lefts, rights;
+      for (int64_t id : level) {
+        const auto& node = nodes[static_cast<size_t>(id)];
+        if ((value[static_cast<size_t>(node.left)].size(1) == 0) != left_empty) continue;
+        ids.push_back(id);
+        lefts.push_back(value[static_cast<size_t>(node.left)]);
+        rights.push_back(value[static_cast<size_t>(node.right)]);
+      }
+      if (ids.empty()) continue;
+      const int64_t n = static_cast<int64_t>(ids.size());
+      auto out = agg(torch::cat(lefts, 0), torch::cat(rights, 0)).view({n, B, c, d_});  // node-major
+      for (int64_t k = 0; k < n; ++k) value[static_cast<size_t>(ids[static_cast<size_t>(k)])] = out.select(0, k);
+      ++stats_.batched_levels;
+      stats_.max_agg_batch = std::max(stats_.max_agg_batch, n);
     }
-    const int64_t n = static_cast<int64_t>(level.size());
-    auto out = agg(torch::cat(lefts, 0), torch::cat(rights, 0)).view({n, B, c, d_});  // node-major
-    for (int64_t k = 0; k < n; ++k) value[static_cast<size_t>(level[static_cast<size_t>(k)])] = out.select(0, k);
-    ++stats_.batched_levels;
-    stats_.max_agg_batch = std::max(stats_.max_agg_batch, n);
   }
 
-  // s_{i-1} = P_i for chunk i < r; Inf on every chunk in one call.
+  // s_{i-1} = P_i for chunk i < r; Inf on every chunk in one call (with the empty identity, chunk
+  // 0, whose state has no rows, in a call of its own).
+  const int64_t first = e_.size(0) == 0 ? 1 : 0;  // chunks before `first` are predicted from e alone
   std::vector<torch::Tensor> states;
-  for (int64_t i = 0; i < r; ++i) states.push_back(value[static_cast<size_t>(prefix_ids[static_cast<size_t>(i)])]);
-  auto s = torch::stack(states, 1).reshape({B * r, c, d_});                 // (B r, c, d)
-  auto y = inf(s, chunks.reshape({B * r, c, d_})).reshape({B, r * c, d_});  // (B, r c, d)
+  for (int64_t i = first; i < r; ++i) states.push_back(value[static_cast<size_t>(prefix_ids[static_cast<size_t>(i)])]);
+  std::vector<torch::Tensor> ys;
+  if (first == 1) ys.push_back(inf(identity(B), chunks.select(1, 0)).unsqueeze(1));  // (B,1,c,d)
+  if (r > first) {
+    auto s = torch::stack(states, 1).reshape({B * (r - first), c, d_});  // (B (r-first), c, d)
+    auto rest = chunks.narrow(1, first, r - first).reshape({B * (r - first), c, d_});
+    ys.push_back(inf(s, rest).reshape({B, r - first, c, d_}));
+  }
+  auto y = (ys.size() == 1 ? ys[0] : torch::cat(ys, 1)).reshape({B, r * c, d_});  // (B, r c, d)
   return decode(y.narrow(1, 0, T));
 }
 

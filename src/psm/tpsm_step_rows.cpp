@@ -88,11 +88,12 @@ torch::Tensor TpsmMixer::step_rows(TpsmState& s, const torch::Tensor& x_t) {
 template <typename T>
 void TpsmMixer::step_rows_typed(TpsmState& s, const torch::Tensor& x_t, torch::Tensor& out) {
   const int64_t B = s.batch_, c = options_.chunk, d = d_, C = C_, fill = s.fill_;
-  const int64_t from = s.kv_len_;         // positions of [s | buf] already cached
-  const int64_t n = c + fill + 1 - from;  // rows to feed: the uncached ones and the new token
-  MIXLAB_ASSERT(from >= 0 && from <= c + fill, "tpsm step_rows: cache holds {} positions, fill {}", from, fill);
-  torch::Tensor prefix;  // (B,c,d), read only when its keys/values are missing
-  if (from < c) prefix = s.counter_->prefix().contiguous();
+  const int64_t sp = s.counter_->prefix().size(1);  // rows of s: c, or 0 for the empty identity
+  const int64_t from = s.kv_len_;                   // positions of [s | buf] already cached
+  const int64_t n = sp + fill + 1 - from;           // rows to feed: the uncached ones and the new token
+  MIXLAB_ASSERT(from >= 0 && from <= sp + fill, "tpsm step_rows: cache holds {} positions, fill {}", from, fill);
+  torch::Tensor prefix;  // (B,sp,d), read only when its keys/values are missing
+  if (from < sp) prefix = s.counter_->prefix().contiguous();
   thread_local std::vector<T> work;
   work.resize(static_cast<size_t>((n + 1) * d));
   T* rows = work.data();  // (n,d) positions [from, c + fill] of [s | buf | u]
@@ -102,14 +103,14 @@ void TpsmMixer::step_rows_typed(TpsmState& s, const torch::Tensor& x_t, torch::T
   for (int64_t b = 0; b < B; ++b) {
     T* bb = buf + b * c * d;
     linear_or_copy<T>(w_in_, x_t.data_ptr<T>() + b * C, bb + fill * d, d, C);  // u = encode(x_t) into the buffer
-    for (int64_t pos = from; pos <= c + fill; ++pos) {
-      const T* src = pos < c ? prefix.data_ptr<T>() + (b * c + pos) * d : bb + (pos - c) * d;
+    for (int64_t pos = from; pos <= sp + fill; ++pos) {
+      const T* src = pos < sp ? prefix.data_ptr<T>() + (b * sp + pos) * d : bb + (pos - sp) * d;
       std::copy(src, src + d, rows + (pos - from) * d);
     }
     inf_net_->step_rows<T>(rows, n, from, s.kv_.data_ptr<T>() + b * kvn, y, n - 1);
     linear_or_copy<T>(w_out_, y, out.data_ptr<T>() + b * C, C, d);
   }
-  s.kv_len_ = c + fill + 1;
+  s.kv_len_ = sp + fill + 1;
 }
 
 torch::Tensor TpsmMixer::agg_decode(const torch::Tensor& left, const torch::Tensor& right) {
@@ -119,9 +120,11 @@ torch::Tensor TpsmMixer::agg_decode(const torch::Tensor& left, const torch::Tens
       right.scalar_type() != dtype || !left.device().is_cpu() || !right.device().is_cpu() ||
       !agg_net_->rows_ok(dtype) || !ok(compress_, dtype))
     return agg(left, right);
-  MIXLAB_ASSERT(left.dim() == 3 && left.size(1) == c && left.size(2) == d_ && right.sizes() == left.sizes(),
-                "tpsm Agg: left {} and right {} must be (N,c,d)", shape_string(left), shape_string(right));
-  auto out = at::empty(left.sizes(), left.options());
+  MIXLAB_ASSERT(left.dim() == 3 && (left.size(1) == c || left.size(1) == 0) && left.size(2) == d_ && right.dim() == 3 &&
+                    right.size(0) == left.size(0) && right.size(1) == c && right.size(2) == d_,
+                "tpsm Agg: left {} must be (N,c,d) or (N,0,d) and right {} (N,c,d)", shape_string(left),
+                shape_string(right));
+  auto out = at::empty(right.sizes(), right.options());
   const auto l = left.contiguous(), r = right.contiguous();
   AT_DISPATCH_FLOATING_TYPES(dtype, "tpsm agg_rows", [&] { agg_rows_typed<scalar_t>(l, r, out); });
   return out;
@@ -129,29 +132,30 @@ torch::Tensor TpsmMixer::agg_decode(const torch::Tensor& left, const torch::Tens
 
 template <typename T>
 void TpsmMixer::agg_rows_typed(const torch::Tensor& left, const torch::Tensor& right, torch::Tensor& out) {
-  const int64_t N = left.size(0), c = options_.chunk, d = d_, S = 2 * c;
+  // l = c, or 0 for the empty identity (then Agg runs on the right block alone).
+  const int64_t N = left.size(0), c = options_.chunk, d = d_, l = left.size(1), S = l + c;
   const bool linear = options_.compress == TpsmCompress::kLinear;
-  const int64_t y_from = linear ? 0 : c;  // right_half reads only the right half's outputs
+  const int64_t y_from = linear ? 0 : l;  // right_half reads only the right half's outputs
   const int64_t kvn = agg_net_->rows_cache_numel();
   thread_local std::vector<T> work;
   work.resize(static_cast<size_t>(2 * S * d + kvn));
-  T* x = work.data();  // (2c,d) [left | right]
-  T* y = x + S * d;    // (2c - y_from, d)
+  T* x = work.data();  // (l+c,d) [left | right]
+  T* y = x + S * d;    // (l+c - y_from, d)
   T* kv = y + S * d;   // Agg's keys/values: scratch, one call at a time
   for (int64_t i = 0; i < N; ++i) {
-    std::copy(left.data_ptr<T>() + i * c * d, left.data_ptr<T>() + (i + 1) * c * d, x);
-    std::copy(right.data_ptr<T>() + i * c * d, right.data_ptr<T>() + (i + 1) * c * d, x + c * d);
+    std::copy(left.data_ptr<T>() + i * l * d, left.data_ptr<T>() + (i + 1) * l * d, x);
+    std::copy(right.data_ptr<T>() + i * c * d, right.data_ptr<T>() + (i + 1) * c * d, x + l * d);
     agg_net_->step_rows<T>(x, S, 0, kv, y, y_from);
     T* o = out.data_ptr<T>() + i * c * d;
     if (!linear) {
       std::copy(y, y + c * d, o);
       continue;
     }
-    // compress=linear: W_cmp (c,2c) applied over the 2c outputs.
-    const T* w = compress_.data_ptr<T>();
+    // compress=linear: W_cmp (c,2c) applied over the l+c outputs (its last l+c columns).
+    const T* w = compress_.data_ptr<T>() + (c - l);
     std::fill(o, o + c * d, T(0));
     for (int64_t a = 0; a < c; ++a)
-      for (int64_t j = 0; j < S; ++j) row::axpy<T>(w[a * S + j], y + j * d, o + a * d, d);
+      for (int64_t j = 0; j < S; ++j) row::axpy<T>(w[a * 2 * c + j], y + j * d, o + a * d, d);
   }
 }
 

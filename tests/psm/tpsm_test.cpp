@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <bitset>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -67,11 +68,24 @@ TEST(Tpsm, StreamingEqualsScanForwardAtEveryPosition) {
     EXPECT_LE(err, 1e-5);
     EXPECT_EQ(state->position(), T);
   }
+  // The empty identity and the attention-only Inf (the MQAR recipe), every chunk size of the issue.
+  for (auto [c, T] : {std::pair<int64_t, int64_t>{1, 129}, {4, 203}, {16, 300}}) {
+    SCOPED_TRACE("empty/attention c=" + std::to_string(c) + " T=" + std::to_string(T));
+    torch::manual_seed(11);
+    auto m = make("c=" + std::to_string(c) + ":agg_layers=2:inf_layers=2:compress=linear:identity=empty:inf=attention");
+    m->eval();
+    torch::NoGradGuard no_grad;
+    auto x = torch::randn({2, T, 16});
+    auto y = m->forward(x);
+    auto state = m->init_state(2);
+    EXPECT_LE((stream(*m, *state, x) - y).abs().max().item<double>(), 1e-5);
+  }
 }
 
 TEST(Tpsm, ScanForwardEqualsReferenceForwardAndBackward) {
   for (const char* args : {"c=4:agg_layers=2", "c=3:compress=linear:identity=learned", "c=1:d=8:agg_heads=1",
-                           "c=4:pos=rope:agg_layers=2"}) {
+                           "c=4:pos=rope:agg_layers=2", "c=4:identity=empty:inf=attention:inf_layers=2",
+                           "c=3:compress=linear:identity=empty", "c=2:identity=empty:inf=attention:pos=rope"}) {
     SCOPED_TRACE(args);
     torch::manual_seed(12);
     auto m = make(args);
@@ -92,7 +106,7 @@ TEST(Tpsm, ScanForwardEqualsReferenceForwardAndBackward) {
 
 namespace {
 
-void gradcheck_tiny_model(const std::string& args) {
+void gradcheck_tiny_model(const std::string& args, const std::vector<std::string>& param_names) {
   torch::manual_seed(13);
   auto m = make(args, 4, 1);
   m->to(torch::kDouble);
@@ -105,8 +119,9 @@ void gradcheck_tiny_model(const std::string& args) {
   m->zero_grad();
   loss().backward();
   auto params = m->named_parameters();
-  for (const char* name : {"identity", "compress", "agg.block0_qkv.weight", "inf.block0_fc1.weight"}) {
+  for (const auto& name : param_names) {
     SCOPED_TRACE(name);
+    ASSERT_TRUE(params.contains(name));
     auto p = params[name];
     auto flat = p.detach().view(-1);
     auto numeric = torch::zeros_like(flat);
@@ -130,8 +145,52 @@ void gradcheck_tiny_model(const std::string& args) {
 TEST(Tpsm, GradcheckInDoubleOnTinyModel) {
   for (const char* pos : {"learned", "rope"}) {
     SCOPED_TRACE(pos);
-    gradcheck_tiny_model(std::string("c=2:agg_layers=1:compress=linear:identity=learned:pos=") + pos);
+    gradcheck_tiny_model(std::string("c=2:agg_layers=1:compress=linear:identity=learned:pos=") + pos,
+                         {"identity", "compress", "agg.block0_qkv.weight", "inf.block0_fc1.weight"});
   }
+  // The empty identity has no parameter; the attention-only Inf no MLP.
+  gradcheck_tiny_model("c=2:compress=linear:identity=empty:inf=attention:inf_layers=2",
+                       {"compress", "agg.block0_fc1.weight", "inf.block0_qkv.weight", "inf.block1_proj.weight"});
+}
+
+TEST(Tpsm, AttentionOnlyInfReturnsWhatItsAttentionLayersAdd) {
+  // inf=attention: Inf's layers are h += proj(MHA(LN1 h)) only, and it returns h_L - h_0, written
+  // out here from the parameters for one layer (c = 3, one chunk predicted from the zero identity).
+  torch::manual_seed(14);
+  auto m = make("c=3:inf=attention", 8, 1);
+  auto params = m->named_parameters();
+  for (const char* absent : {"inf.block0_fc1.weight", "inf.block0_ln2.weight", "inf.ln_f.weight"})
+    EXPECT_FALSE(params.contains(absent)) << absent;
+  EXPECT_TRUE(params.contains("agg.block0_fc1.weight"));  // Agg stays a GPT-2 transformer
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({1, 3, 8});
+  auto h0 = torch::cat({torch::zeros({1, 3, 8}), x}, 1) + params["inf.pos"].narrow(0, 0, 6);
+  auto a = torch::layer_norm(h0, {8}, params["inf.block0_ln1.weight"], params["inf.block0_ln1.bias"]);
+  auto qkv = torch::linear(a, params["inf.block0_qkv.weight"], params["inf.block0_qkv.bias"]).chunk(3, -1);
+  auto scores = torch::matmul(qkv[0], qkv[1].transpose(1, 2)) / std::sqrt(8.0);
+  scores = scores.masked_fill(torch::ones({6, 6}, torch::kBool).triu(1), -INFINITY);
+  auto att = torch::matmul(torch::softmax(scores, -1), qkv[2]);
+  auto expected = torch::linear(att, params["inf.block0_proj.weight"], params["inf.block0_proj.bias"]);
+  EXPECT_TRUE(mixlab::testing::all_close(m->forward(x), expected.narrow(1, 3, 3), 1e-5, 1e-6));
+}
+
+TEST(Tpsm, EmptyIdentityLeavesTheFirstChunkAndItsAggregatesAlone) {
+  // identity=empty: e has no rows, so chunk 0 is Inf on the chunk alone and Agg(e, x) is Agg on x
+  // alone; a fresh state holds nothing but the chunk buffer.
+  torch::manual_seed(15);
+  auto m = make("c=4:identity=empty:compress=linear");
+  EXPECT_FALSE(m->named_parameters().contains("identity"));
+  EXPECT_EQ(m->identity(3).sizes(), (std::vector<int64_t>{3, 0, 16}));
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({3, 10, 16});
+  auto y = m->forward(x);
+  auto alone = m->inf(m->identity(3), x.narrow(1, 0, 4));
+  EXPECT_TRUE(mixlab::testing::all_close(y.narrow(1, 0, 4), alone, 1e-6, 1e-6));
+  // Agg(e, x_0): W_cmp's right columns over Agg's c outputs on x_0 alone (W_cmp starts as [0 | I]).
+  auto agg = m->agg(m->identity(3), x.narrow(1, 0, 4));
+  EXPECT_EQ(agg.sizes(), (std::vector<int64_t>{3, 4, 16}));
+  auto state = m->init_state(3);
+  EXPECT_EQ(state->bytes(), 3 * 4 * 16 * 4);  // the buffer only
 }
 
 TEST(Tpsm, RotaryPositionsReplaceTheLearnedTables) {
@@ -286,7 +345,7 @@ TEST(Tpsm, SpecIsCanonicalAndRoundTrips) {
   auto m = make("compress=linear:c=8:inf_layers=2");
   EXPECT_EQ(m->spec(),
             "tpsm:c=8:agg_d=16:inf_d=16:agg_heads=2:agg_layers=1:inf_heads=2:inf_layers=2:compress=linear:"
-            "identity=zeros:pos=learned:init=0.02");
+            "identity=zeros:pos=learned:init=0.02:inf=gpt2");
   auto again = make(m->spec().substr(5));
   EXPECT_EQ(again->spec(), m->spec());
 }
@@ -298,6 +357,8 @@ TEST(Tpsm, BadInputErrorsNameTheArgument) {
   expect_error([] { make("c=4:bogus=1"); }, {"unknown key 'bogus'"});
   expect_error([] { make("compress=mean"); }, {"compress must be right_half or linear", "mean"});
   expect_error([] { make("pos=alibi"); }, {"pos must be learned or rope", "alibi"});
+  expect_error([] { make("identity=one"); }, {"identity must be zeros, learned or empty", "one"});
+  expect_error([] { make("inf=mlp"); }, {"inf must be gpt2 or attention", "mlp"});
   expect_error([] { make("init=0"); }, {"init std", "0"});
   expect_error([] { make("init=2"); }, {"init std", "2"});
   // d 6 over 2 heads: rotary positions rotate channel pairs, a head width of 3 has none.

@@ -9,6 +9,11 @@
 // uses it; alone it did not take T-PSM off the MQAR plateau (docs/RESULTS.md, "MQAR: attention
 // solves it, T-PSM stays on the plateau").
 //   y = LN_f(h)
+// Option attention_only (the T-PSM's inf=attention): no MLP sublayer and no final LayerNorm; y is
+// what the layers added to the input, y = h_L - h_0 (h_0 = x + pos). Inside a backbone block, which
+// has its own LayerNorm, FFN and residual, the transformer is then one more attention layer; the
+// GPT-2 form instead hands the block a normalised copy of its input plus an extra MLP, and with it
+// the T-PSM did not learn MQAR where this form does (docs/RESULTS.md, "What held T-PSM back").
 // Shapes: x (N,S,d) -> y (N,S,d); N is any batch (the T-PSM stacks tree nodes or chunks into N).
 // Init: GPT-2 (normal with std init_std = 0.02; the two residual projections scaled by
 // 1/sqrt(2L)). GPT-2 chose 0.02 for width 768; at d = 64 it starts every score near 0, hence the
@@ -33,13 +38,14 @@
 namespace mixlab {
 
 struct PsmTransformerOptions {
-  int64_t d = 64;              // model width d
-  int64_t heads = 4;           // H, d % H == 0
-  int64_t layers = 1;          // L >= 1
-  int64_t max_positions = 32;  // S <= max_positions (2c for the T-PSM)
-  bool causal = false;         // false: bidirectional (Agg); true: causal (Inf)
-  bool rope = false;           // false: learned positions added to x; true: rotary q/k (D even)
-  double init_std = 0.02;      // std of the normal init of the weights and the position table
+  int64_t d = 64;               // model width d
+  int64_t heads = 4;            // H, d % H == 0
+  int64_t layers = 1;           // L >= 1
+  int64_t max_positions = 32;   // S <= max_positions (2c for the T-PSM)
+  bool causal = false;          // false: bidirectional (Agg); true: causal (Inf)
+  bool rope = false;            // false: learned positions added to x; true: rotary q/k (D even)
+  double init_std = 0.02;       // std of the normal init of the weights and the position table
+  bool attention_only = false;  // true: no MLP, no LN_f, y = h_L - h_0 (see above)
 };
 
 class PsmTransformerImpl : public torch::nn::Module {
@@ -62,6 +68,7 @@ class PsmTransformerImpl : public torch::nn::Module {
   /// causal: forward([earlier rows | x]) at positions p+y_from..p+n-1; bidirectional (p must be
   /// 0): forward(x) rows y_from..n-1. Rows below y_from still get every layer's keys/values, but
   /// the last layer stops there for them (its attention, MLP and final LayerNorm are skipped).
+  /// S = p + n may be below max_positions (the T-PSM's empty identity: a state of 0 rows).
   /// p + n <= max_positions, 0 <= y_from <= n; y may be null when y_from == n.
   template <typename T>
   void step_rows(const T* x, int64_t n, int64_t p, T* cache, T* y, int64_t y_from);

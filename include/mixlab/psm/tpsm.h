@@ -1,13 +1,20 @@
 // mixlab/psm/tpsm.h — the Transformer-PSM (seed 004 §3.4, Alg. 3 and 4) as a token mixer.
 //
 // Registry spec: "tpsm[:c=C][:d=D][:agg_heads=H][:agg_layers=L][:inf_heads=H][:inf_layers=L]
-//                 [:agg_d=D][:inf_d=D][:compress=right_half|linear][:identity=zeros|learned]
-//                 [:pos=learned|rope][:init=S]"
+//                 [:agg_d=D][:inf_d=D][:compress=right_half|linear][:identity=zeros|learned|empty]
+//                 [:pos=learned|rope][:init=S][:inf=gpt2|attention]"
 // Defaults: c = 4, d = agg_d = inf_d = C (the backbone width), heads = MixerDims::n_heads,
-// layers = 1 each, compress = right_half, identity = zeros, pos = learned. The canonical spec
+// layers = 1 each, compress = right_half, identity = zeros, pos = learned, inf = gpt2. The canonical spec
 // names every key. pos: how Agg and Inf see position inside their 2c tokens, a learned table
 // (GPT-2, the seed's choice) or rotary q/k (mixlab/psm/psm_transformer.h says why). init: the
 // std of Agg's and Inf's normal weight init, in [1e-6, 1] (default GPT-2's 0.02).
+// inf: gpt2 is the seed's Inf (GPT-2 blocks with MLP and final LayerNorm, output its chunk rows);
+// attention drops Inf's MLPs and final LayerNorm and returns what its attention layers add to the
+// chunk rows (mixlab/psm/psm_transformer.h, attention_only), so inside a backbone block Inf is an
+// attention layer over [s | chunk]. Agg stays GPT-2 either way (its output is a state, not an update).
+// The MQAR recipe is inf=attention with identity=empty: with the seed's form, T-PSM with c = 64
+// stayed on the MQAR plateau where attention solves it, and removing the Inf MLP and the c empty
+// rows of e were each needed to leave it (docs/RESULTS.md, "What held T-PSM back").
 //
 // As a mixer x (B,T,C) -> y (B,T,C). Enc is the backbone's embedding (plus W_in when d != C);
 // the GPT backbone (mixlab/model) adds its own residual, LayerNorm and FFN around this mixer, so a
@@ -22,6 +29,12 @@
 //   y_i    = RH(GPT^c([s_{i-1} | x_i])) W_out          causal over 2c tokens
 // Identity e (c,d): identity=zeros is a fixed zero buffer; identity=learned is a parameter
 // (init normal 0.02). Agg(e, .) is always evaluated (Agg is not associative, e is not neutral).
+// identity=empty: e has 0 rows, so Agg(e, b) = Agg's output on b alone (compress=linear: W_cmp's
+// right c columns) and chunk 0's output is Inf on the chunk alone, positions from 0. Why: c rows of
+// zeros are c keys every query of chunk 0 attends to (k = the qkv bias), diluting its attention
+// over the chunk's real keys by up to c / (c + j); at c = 64 that alone kept T-PSM on the MQAR
+// plateau. The training forward then runs Inf on chunk 0 and each tree level's Agg(e, .) nodes as
+// separate calls (a state of 0 rows cannot be stacked with c-row ones).
 //
 // Training forward (Alg. 3): the scan engine's blelloch_scan is run once symbolically to record
 // its tree (which Agg call needs which), then the recorded calls are executed level by level with
@@ -68,7 +81,7 @@
 namespace mixlab {
 
 enum class TpsmCompress { kRightHalf, kLinear };
-enum class TpsmIdentity { kZeros, kLearned };
+enum class TpsmIdentity { kZeros, kLearned, kEmpty };
 
 struct TpsmOptions {
   int64_t chunk = 4;       // c >= 1
@@ -80,8 +93,9 @@ struct TpsmOptions {
   int64_t inf_layers = 1;  // L_inf
   TpsmCompress compress = TpsmCompress::kRightHalf;
   TpsmIdentity identity = TpsmIdentity::kZeros;
-  bool rope = false;       // pos=rope: rotary positions in Agg and Inf instead of learned tables
-  double init_std = 0.02;  // init=S: std of Agg's and Inf's weight init (GPT-2: 0.02)
+  bool rope = false;                // pos=rope: rotary positions in Agg and Inf instead of learned tables
+  double init_std = 0.02;           // init=S: std of Agg's and Inf's weight init (GPT-2: 0.02)
+  bool inf_attention_only = false;  // inf=attention: Inf without MLP and final LN, returning its update
 };
 
 /// Parses the part after "tpsm:" (may be empty); keys in any order, each at most once. Throws
