@@ -136,7 +136,7 @@ const FamilyRow kFamilies[] = {
     {MixerFamily::kTpsm,
      {"tpsm",
       "tpsm[:c=C][:agg_layers=L][:inf_layers=L][:compress=right_half|linear][:identity=zeros|learned|empty]"
-      "[:pos=learned|rope][:init=S][:inf=gpt2|attention]",
+      "[:pos=learned|rope][:init=S][:inf=gpt2|attention][:agg=gpt2|attention][:compress_init=right_half|sum]",
       "Transformer-PSM: Blelloch scan of a transformer Agg over chunks (seed 004 §3.4); O(1) per token, O(log n) "
       "state"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {

@@ -17,6 +17,7 @@ PsmTransformerImpl::PsmTransformerImpl(const PsmTransformerOptions& options, con
                o.heads);
   MIXLAB_CHECK(o.layers > 0, "{}: layers must be > 0, got {}", what, o.layers);
   MIXLAB_CHECK(o.max_positions > 0, "{}: max_positions must be > 0, got {}", what, o.max_positions);
+  MIXLAB_CHECK(!o.keep_input || o.attention_only, "{}: keep_input needs attention_only", what);
   MIXLAB_CHECK(o.init_std > 0 && o.init_std <= 1, "{}: init std must be in (0, 1], got {}", what, o.init_std);
   if (o.rope) {
     MIXLAB_CHECK((o.d / o.heads) % 2 == 0, "{}: rotary positions (pos=rope) need an even head width d / heads, got {}",
@@ -72,7 +73,8 @@ torch::Tensor PsmTransformerImpl::forward(const torch::Tensor& x) {
     h = h + b.proj(att.transpose(1, 2).reshape({N, S, o.d}));
     if (!o.attention_only) h = h + b.fc2(torch::gelu(b.fc1(b.ln2(h))));
   }
-  return o.attention_only ? h - h0 : ln_f_(h);
+  if (!o.attention_only) return ln_f_(h);
+  return o.keep_input ? x + (h - h0) : h - h0;
 }
 
 }  // namespace mixlab

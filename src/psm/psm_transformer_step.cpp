@@ -11,8 +11,8 @@
 // position p + i as they are made, so the cache holds rotated keys); per layer
 // h += proj(MHA(LN1 h)), h += fc2(gelu(fc1(LN2 h))) with the exact (erf) GELU, scores
 // q.k / sqrt(D) per head on the d / heads-wide column blocks of qkv's [q | k | v] rows, causal
-// rows attending to positions <= their own; y = LN_f h (attention_only: no MLP, y = h_L - h_0). It equals forward to
-// float rounding (tests/psm/tpsm_step_test.cpp).
+// rows attending to positions <= their own; y = LN_f h (attention_only: no MLP, y = h_L - h_0, or
+// with keep_input x + h_L - h_0). It equals forward to float rounding (tests/psm/tpsm_step_test.cpp).
 //
 // The matrix-vector products (nearly all the multiply-adds) and the GELU are core's row kernels
 // (row::linear four output rows at a time, row::gelu's vectorised float erf). Measured on the
@@ -126,11 +126,14 @@ void PsmTransformerImpl::step_rows(const T* x, int64_t n, int64_t p, T* cache, T
       row::add<T>(a, hi, d);
     }
   }
-  if (o.attention_only) {  // y = h_L - h_0, h_0 = x + pos as at the start
+  if (o.attention_only) {  // y = h_L - h_0 (+ x with keep_input), h_0 = x + pos as at the start
     const T* pos = o.rope ? nullptr : pos_.data_ptr<T>() + p * d;
+    const T keep = o.keep_input ? T(1) : T(0);
     for (int64_t i = y_from; i < n; ++i)
-      for (int64_t k = 0; k < d; ++k)
-        y[(i - y_from) * d + k] = h[i * d + k] - x[i * d + k] - (pos ? pos[i * d + k] : T(0));
+      for (int64_t k = 0; k < d; ++k) {
+        const T update = h[i * d + k] - x[i * d + k] - (pos ? pos[i * d + k] : T(0));
+        y[(i - y_from) * d + k] = update + keep * x[i * d + k];
+      }
     return;
   }
   const T *lnf_w = ptr<T>(ln_f_->weight), *lnf_b = ptr<T>(ln_f_->bias);

@@ -31,7 +31,7 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
     const auto eq = item.find('=');
     MIXLAB_CHECK(eq != std::string::npos && eq > 0,
                  "tpsm spec '{}': expected key=value items (c, d, agg_d, inf_d, agg_heads, agg_layers, inf_heads, "
-                 "inf_layers, compress, identity, pos, init, inf) separated by ':', got '{}'",
+                 "inf_layers, compress, compress_init, identity, pos, init, inf, agg) separated by ':', got '{}'",
                  args_spec, item);
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     MIXLAB_CHECK(seen.insert(key).second, "tpsm spec '{}': key '{}' given twice", args_spec, key);
@@ -65,6 +65,14 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
       MIXLAB_CHECK(value == "gpt2" || value == "attention", "tpsm spec '{}': inf must be gpt2 or attention, got '{}'",
                    args_spec, value);
       o.inf_attention_only = value == "attention";
+    } else if (key == "agg") {
+      MIXLAB_CHECK(value == "gpt2" || value == "attention", "tpsm spec '{}': agg must be gpt2 or attention, got '{}'",
+                   args_spec, value);
+      o.agg_attention_only = value == "attention";
+    } else if (key == "compress_init") {
+      MIXLAB_CHECK(value == "right_half" || value == "sum",
+                   "tpsm spec '{}': compress_init must be right_half or sum, got '{}'", args_spec, value);
+      o.compress_sum = value == "sum";
     } else if (key == "pos") {
       MIXLAB_CHECK(value == "learned" || value == "rope", "tpsm spec '{}': pos must be learned or rope, got '{}'",
                    args_spec, value);
@@ -74,7 +82,7 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
     } else {
       MIXLAB_FAIL(
           "tpsm spec '{}': unknown key '{}'; known: c, d, agg_d, inf_d, agg_heads, agg_layers, inf_heads, "
-          "inf_layers, compress, identity, pos, init, inf",
+          "inf_layers, compress, compress_init, identity, pos, init, inf, agg",
           args_spec, key);
     }
   }
@@ -98,14 +106,19 @@ TpsmMixer::TpsmMixer(const TpsmOptions& options, const MixerDims& dims) : option
   if (o.agg_heads == 0) o.agg_heads = dims.n_heads;
   if (o.inf_heads == 0) o.inf_heads = dims.n_heads;
   d_ = o.agg_d;
+  MIXLAB_CHECK(!o.compress_sum || o.compress == TpsmCompress::kLinear,
+               "tpsm: compress_init=sum needs compress=linear (right_half has no weights to start)");
   PsmTransformerOptions a{d_, o.agg_heads, o.agg_layers, 2 * o.chunk, false, o.rope, o.init_std};
+  a.attention_only = a.keep_input = o.agg_attention_only;  // agg=attention: a state carries its input
   PsmTransformerOptions f{d_, o.inf_heads, o.inf_layers, 2 * o.chunk, true, o.rope, o.init_std, o.inf_attention_only};
   agg_net_ = register_module("agg", PsmTransformer(a, "tpsm Agg (agg_d, agg_heads, agg_layers)"));
   inf_net_ = register_module("inf", PsmTransformer(f, "tpsm Inf (inf_d, inf_heads, inf_layers)"));
   if (o.compress == TpsmCompress::kLinear) {
-    // Starts as the right-half selection, so both options begin from the same function.
+    // Starts as the right-half selection, so both options begin from the same function; or
+    // (compress_init=sum) as the row-wise sum of both halves, so the older block is not dropped.
     auto w = torch::zeros({o.chunk, 2 * o.chunk});
     w.narrow(1, o.chunk, o.chunk).copy_(torch::eye(o.chunk));
+    if (o.compress_sum) w.narrow(1, 0, o.chunk).copy_(torch::eye(o.chunk));
     compress_ = register_parameter("compress", w);
   }
   if (o.identity == TpsmIdentity::kLearned) {
@@ -124,13 +137,14 @@ std::string TpsmMixer::spec() const {
   const auto& o = options_;
   return fmt::format(
       "tpsm:c={}:agg_d={}:inf_d={}:agg_heads={}:agg_layers={}:inf_heads={}:inf_layers={}:compress={}:"
-      "identity={}:pos={}:init={}:inf={}",
+      "identity={}:pos={}:init={}:inf={}:agg={}:compress_init={}",
       o.chunk, o.agg_d, o.inf_d, o.agg_heads, o.agg_layers, o.inf_heads, o.inf_layers,
       o.compress == TpsmCompress::kLinear ? "linear" : "right_half",
       o.identity == TpsmIdentity::kLearned ? "learned"
       : o.identity == TpsmIdentity::kEmpty ? "empty"
                                            : "zeros",
-      o.rope ? "rope" : "learned", o.init_std, o.inf_attention_only ? "attention" : "gpt2");
+      o.rope ? "rope" : "learned", o.init_std, o.inf_attention_only ? "attention" : "gpt2",
+      o.agg_attention_only ? "attention" : "gpt2", o.compress_sum ? "sum" : "right_half");
 }
 
 void TpsmMixer::check_input(const torch::Tensor& x, const char* what) const {

@@ -48,6 +48,9 @@ TEST(TpsmStep, FastStepEqualsReferenceStepAndForward) {
       {"c=3:identity=empty:pos=rope:agg_layers=2", 16, 2},
       {"c=1:identity=empty:inf=attention", 16, 2},
       {"c=3:d=12:agg_heads=3:inf_heads=3:inf=attention", 10, 2},
+      // The attention-only Agg keeping its input (the counter's raw-row Agg), summing compression.
+      {"c=4:agg=attention:agg_layers=2:compress=linear:compress_init=sum:identity=empty:inf=attention", 16, 2},
+      {"c=3:agg=attention:compress=linear:compress_init=sum:pos=rope:identity=learned", 16, 2},
   };
   for (const auto& cfg : configs) {
     for (auto dtype : {torch::kFloat, torch::kDouble}) {

@@ -80,12 +80,28 @@ TEST(Tpsm, StreamingEqualsScanForwardAtEveryPosition) {
     auto state = m->init_state(2);
     EXPECT_LE((stream(*m, *state, x) - y).abs().max().item<double>(), 1e-5);
   }
+  // The attention-only Agg that keeps its input, with the summing compression (Agg's decode runs
+  // on raw rows inside the counter, so this also checks that path against the batched forward).
+  for (auto [c, T] : {std::pair<int64_t, int64_t>{1, 129}, {4, 203}, {16, 300}}) {
+    SCOPED_TRACE("agg=attention c=" + std::to_string(c) + " T=" + std::to_string(T));
+    torch::manual_seed(11);
+    auto m = make("c=" + std::to_string(c) +
+                  ":agg_layers=2:compress=linear:compress_init=sum:identity=empty:inf=attention:agg=attention");
+    m->eval();
+    torch::NoGradGuard no_grad;
+    auto x = torch::randn({2, T, 16});
+    auto y = m->forward(x);
+    auto state = m->init_state(2);
+    EXPECT_LE((stream(*m, *state, x) - y).abs().max().item<double>(), 1e-5);
+  }
 }
 
 TEST(Tpsm, ScanForwardEqualsReferenceForwardAndBackward) {
-  for (const char* args : {"c=4:agg_layers=2", "c=3:compress=linear:identity=learned", "c=1:d=8:agg_heads=1",
-                           "c=4:pos=rope:agg_layers=2", "c=4:identity=empty:inf=attention:inf_layers=2",
-                           "c=3:compress=linear:identity=empty", "c=2:identity=empty:inf=attention:pos=rope"}) {
+  for (const char* args :
+       {"c=4:agg_layers=2", "c=3:compress=linear:identity=learned", "c=1:d=8:agg_heads=1", "c=4:pos=rope:agg_layers=2",
+        "c=4:identity=empty:inf=attention:inf_layers=2", "c=3:compress=linear:identity=empty",
+        "c=2:identity=empty:inf=attention:pos=rope", "c=3:agg=attention:agg_layers=2:compress=linear:compress_init=sum",
+        "c=4:agg=attention:identity=empty:compress=linear:compress_init=sum:pos=rope"}) {
     SCOPED_TRACE(args);
     torch::manual_seed(12);
     auto m = make(args);
@@ -151,6 +167,32 @@ TEST(Tpsm, GradcheckInDoubleOnTinyModel) {
   // The empty identity has no parameter; the attention-only Inf no MLP.
   gradcheck_tiny_model("c=2:compress=linear:identity=empty:inf=attention:inf_layers=2",
                        {"compress", "agg.block0_fc1.weight", "inf.block0_qkv.weight", "inf.block1_proj.weight"});
+  // The attention-only Agg keeping its input, summing compression.
+  gradcheck_tiny_model("c=2:compress=linear:compress_init=sum:identity=learned:agg=attention:agg_layers=2",
+                       {"identity", "compress", "agg.block0_qkv.weight", "agg.block1_proj.weight"});
+}
+
+TEST(Tpsm, AttentionOnlyAggKeepsItsInputAndTheSumCompressionKeepsBothBlocks) {
+  // agg=attention: Agg's layers are h += proj(MHA(LN1 h)) only, bidirectional, and Agg returns
+  // its input plus what they add, x + h_L - h_0; compress_init=sum starts W_cmp as [I | I], so
+  // Agg(a, b) starts as the row-wise sum of both outputs. Written out for one layer, c = 3.
+  torch::manual_seed(18);
+  auto m = make("c=3:agg=attention:compress=linear:compress_init=sum", 8, 1);
+  auto params = m->named_parameters();
+  for (const char* absent : {"agg.block0_fc1.weight", "agg.block0_ln2.weight", "agg.ln_f.weight"})
+    EXPECT_FALSE(params.contains(absent)) << absent;
+  EXPECT_TRUE(params.contains("inf.block0_fc1.weight"));  // Inf keeps its default (gpt2)
+  EXPECT_TRUE(torch::equal(params["compress"], torch::cat({torch::eye(3), torch::eye(3)}, 1)));
+  torch::NoGradGuard no_grad;
+  auto a = torch::randn({2, 3, 8}), b = torch::randn({2, 3, 8});
+  auto x = torch::cat({a, b}, 1);
+  auto h0 = x + params["agg.pos"].narrow(0, 0, 6);
+  auto n = torch::layer_norm(h0, {8}, params["agg.block0_ln1.weight"], params["agg.block0_ln1.bias"]);
+  auto qkv = torch::linear(n, params["agg.block0_qkv.weight"], params["agg.block0_qkv.bias"]).chunk(3, -1);
+  auto att = torch::matmul(torch::softmax(torch::matmul(qkv[0], qkv[1].transpose(1, 2)) / std::sqrt(8.0), -1), qkv[2]);
+  auto out = x + torch::linear(att, params["agg.block0_proj.weight"], params["agg.block0_proj.bias"]);
+  auto expected = out.narrow(1, 0, 3) + out.narrow(1, 3, 3);
+  EXPECT_TRUE(mixlab::testing::all_close(m->agg(a, b), expected, 1e-5, 1e-6));
 }
 
 TEST(Tpsm, AttentionOnlyInfReturnsWhatItsAttentionLayersAdd) {
@@ -345,7 +387,7 @@ TEST(Tpsm, SpecIsCanonicalAndRoundTrips) {
   auto m = make("compress=linear:c=8:inf_layers=2");
   EXPECT_EQ(m->spec(),
             "tpsm:c=8:agg_d=16:inf_d=16:agg_heads=2:agg_layers=1:inf_heads=2:inf_layers=2:compress=linear:"
-            "identity=zeros:pos=learned:init=0.02:inf=gpt2");
+            "identity=zeros:pos=learned:init=0.02:inf=gpt2:agg=gpt2:compress_init=right_half");
   auto again = make(m->spec().substr(5));
   EXPECT_EQ(again->spec(), m->spec());
 }
@@ -359,6 +401,9 @@ TEST(Tpsm, BadInputErrorsNameTheArgument) {
   expect_error([] { make("pos=alibi"); }, {"pos must be learned or rope", "alibi"});
   expect_error([] { make("identity=one"); }, {"identity must be zeros, learned or empty", "one"});
   expect_error([] { make("inf=mlp"); }, {"inf must be gpt2 or attention", "mlp"});
+  expect_error([] { make("agg=mlp"); }, {"agg must be gpt2 or attention", "mlp"});
+  expect_error([] { make("compress=linear:compress_init=eye"); }, {"compress_init must be right_half or sum", "eye"});
+  expect_error([] { make("compress_init=sum"); }, {"compress_init=sum needs compress=linear"});
   expect_error([] { make("init=0"); }, {"init std", "0"});
   expect_error([] { make("init=2"); }, {"init std", "2"});
   // d 6 over 2 heads: rotary positions rotate channel pairs, a head width of 3 has none.

@@ -14,6 +14,9 @@
 // has its own LayerNorm, FFN and residual, the transformer is then one more attention layer; the
 // GPT-2 form instead hands the block a normalised copy of its input plus an extra MLP, and with it
 // the T-PSM did not learn MQAR where this form does (docs/RESULTS.md, "What held T-PSM back").
+// With keep_input as well (the T-PSM's agg=attention), y = x + h_L - h_0: the input rows plus what
+// the layers wrote into them, the residual stream without the position table. Agg's output is a
+// state, not an update to one, so it must carry its input forward.
 // Shapes: x (N,S,d) -> y (N,S,d); N is any batch (the T-PSM stacks tree nodes or chunks into N).
 // Init: GPT-2 (normal with std init_std = 0.02; the two residual projections scaled by
 // 1/sqrt(2L)). GPT-2 chose 0.02 for width 768; at d = 64 it starts every score near 0, hence the
@@ -46,6 +49,7 @@ struct PsmTransformerOptions {
   bool rope = false;            // false: learned positions added to x; true: rotary q/k (D even)
   double init_std = 0.02;       // std of the normal init of the weights and the position table
   bool attention_only = false;  // true: no MLP, no LN_f, y = h_L - h_0 (see above)
+  bool keep_input = false;      // with attention_only: y = x + h_L - h_0
 };
 
 class PsmTransformerImpl : public torch::nn::Module {

@@ -2,9 +2,11 @@
 //
 // Registry spec: "tpsm[:c=C][:d=D][:agg_heads=H][:agg_layers=L][:inf_heads=H][:inf_layers=L]
 //                 [:agg_d=D][:inf_d=D][:compress=right_half|linear][:identity=zeros|learned|empty]
-//                 [:pos=learned|rope][:init=S][:inf=gpt2|attention]"
+//                 [:pos=learned|rope][:init=S][:inf=gpt2|attention][:agg=gpt2|attention]
+//                 [:compress_init=right_half|sum]"
 // Defaults: c = 4, d = agg_d = inf_d = C (the backbone width), heads = MixerDims::n_heads,
-// layers = 1 each, compress = right_half, identity = zeros, pos = learned, inf = gpt2. The canonical spec
+// layers = 1 each, compress = right_half, identity = zeros, pos = learned, inf = gpt2, agg = gpt2,
+// compress_init = right_half. The canonical spec
 // names every key. pos: how Agg and Inf see position inside their 2c tokens, a learned table
 // (GPT-2, the seed's choice) or rotary q/k (mixlab/psm/psm_transformer.h says why). init: the
 // std of Agg's and Inf's normal weight init, in [1e-6, 1] (default GPT-2's 0.02).
@@ -12,6 +14,13 @@
 // attention drops Inf's MLPs and final LayerNorm and returns what its attention layers add to the
 // chunk rows (mixlab/psm/psm_transformer.h, attention_only), so inside a backbone block Inf is an
 // attention layer over [s | chunk]. Agg stays GPT-2 either way (its output is a state, not an update).
+// agg=attention: Agg's layers lose their MLP and final LayerNorm too, and Agg returns its input
+// rows plus what its (bidirectional) attention layers add, x + h_L - h_0 (psm_transformer.h,
+// keep_input): a state must carry its input, an update alone would lose it. compress_init=sum
+// (compress=linear only) starts W_cmp as [I | I] instead of [0 | I], so that Agg(a, b) starts as
+// the row-wise sum of its two blocks' outputs: with the right-half start the older block's rows
+// are dropped at init and reach the state only once Agg's attention learns to move them. Both
+// are for carrying key-value pairs across chunks (docs/RESULTS.md, "Across chunks").
 // The MQAR recipe is inf=attention with identity=empty: with the seed's form, T-PSM with c = 64
 // stayed on the MQAR plateau where attention solves it, and removing the Inf MLP and the c empty
 // rows of e were each needed to leave it (docs/RESULTS.md, "What held T-PSM back").
@@ -24,7 +33,8 @@
 //   u      = x W_in (B,T,d)  (identity map when d == C)
 //   x_i    = u[:, ic:(i+1)c]  (B,c,d), i < r = ceil(T/c); the last chunk is zero-padded
 //   Agg(a, b) = RH(GPT^b([a | b]))   bidirectional over 2c tokens, right half
-//               (compress=linear: W_cmp (c,2c) applied over the 2c outputs, init [0 | I])
+//               (compress=linear: W_cmp (c,2c) applied over the 2c outputs, init [0 | I], or
+//               [I | I] with compress_init=sum)
 //   s_{i-1} = P_i = Blelloch prefix of x_0..x_{i-1} (mixlab/scan/scan.h's tree), P_0 = e
 //   y_i    = RH(GPT^c([s_{i-1} | x_i])) W_out          causal over 2c tokens
 // Identity e (c,d): identity=zeros is a fixed zero buffer; identity=learned is a parameter
@@ -96,6 +106,8 @@ struct TpsmOptions {
   bool rope = false;                // pos=rope: rotary positions in Agg and Inf instead of learned tables
   double init_std = 0.02;           // init=S: std of Agg's and Inf's weight init (GPT-2: 0.02)
   bool inf_attention_only = false;  // inf=attention: Inf without MLP and final LN, returning its update
+  bool agg_attention_only = false;  // agg=attention: Agg without MLP and final LN, returning its stream
+  bool compress_sum = false;        // compress_init=sum: W_cmp starts as [I | I] instead of [0 | I]
 };
 
 /// Parses the part after "tpsm:" (may be empty); keys in any order, each at most once. Throws
