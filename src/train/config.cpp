@@ -70,7 +70,7 @@ const std::set<std::string>& known_keys() {
       "mixer",        "steps",       "batch",       "lr",        "warmup",
       "weight_decay", "beta1",       "beta2",       "grad_clip", "seed",
       "eval_batches", "eval_batch",  "eval_every",  "log_every", "checkpoint_every",
-      "tokenizer",    "eval_tokens", "eval_stride", "max_len"};
+      "tokenizer",    "eval_tokens", "eval_stride", "max_len",   "elements"};
   return keys;
 }
 
@@ -154,6 +154,7 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   if (c.task.pairs == 0) c.task.pairs = config_default_pairs(c.task.name);
   c.task.hop_prob = read_double(j, "hop_prob", c.task.hop_prob, origin);
   c.task.curriculum = read_bool(j, "curriculum", c.task.curriculum, origin);
+  c.task.elements = read_int(j, "elements", c.task.elements, 1, origin);
   c.d_model = read_int(j, "d_model", c.d_model, 1, origin);
   c.layers = read_int(j, "layers", c.layers, 1, origin);
   c.heads = read_int(j, "heads", c.heads, 1, origin);
@@ -235,6 +236,7 @@ json config_to_json(const TrainConfig& c) {
   j["pairs"] = c.task.pairs;
   j["hop_prob"] = c.task.hop_prob;
   j["curriculum"] = c.task.curriculum;
+  j["elements"] = c.task.elements;
   j["d_model"] = c.d_model;
   j["layers"] = c.layers;
   j["heads"] = c.heads;

@@ -39,6 +39,10 @@ TEST(TrainConfig, RoundTrip) {
   EXPECT_EQ(d.task.length, 48);
   EXPECT_EQ(d.seed, 7u);
   EXPECT_FALSE(d.task.curriculum);
+  EXPECT_EQ(d.task.elements, 5);  // s5's group: S5 unless the config names another
+  const TrainConfig s3 = parse(R"({"task": "s5", "vocab": 16, "length": 18, "elements": 3})");
+  EXPECT_EQ(s3.task.elements, 3);
+  EXPECT_EQ(config_from_json(config_to_json(s3), "roundtrip").task.elements, 3);
 }
 
 TEST(TrainConfig, ErrorsNameTheKey) {
@@ -53,6 +57,8 @@ TEST(TrainConfig, ErrorsNameTheKey) {
   expect_error_contains([] { parse(R"({"beta2": 1.0})"); }, "key 'beta2' must be in [0, 1)");
   expect_error_contains([] { parse(R"({"task": "recall", "pairs": 40})"); }, "40 pairs do not fit length 64");
   expect_error_contains([] { parse("[1, 2]"); }, "expected a JSON object");
+  expect_error_contains([] { parse(R"({"task": "s5", "vocab": 128, "length": 18, "elements": 6})"); },
+                        {"elements", "[2, 5]", "got 6"});
 }
 
 TEST(TrainConfig, FileErrors) {

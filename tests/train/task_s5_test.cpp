@@ -136,3 +136,61 @@ TEST(TaskS5, ErrorByLengthScoresAnOracleAndAForgetfulOne) {
   std::getline(in, header);
   EXPECT_EQ(header, "length,rows,final_error,token_error");
 }
+
+TEST(TaskS5, SmallerSymmetricGroups) {
+  // S_n for n = 2..5: n! distinct permutations of the first n entries, a group under composition
+  // (identity rank 0, associative), abelian only for n = 2; S5's tables are the S5 functions'.
+  for (int64_t n = mixlab::kSnMinElements; n <= mixlab::kSnMaxElements; ++n) {
+    SCOPED_TRACE(n);
+    const int64_t order = mixlab::sn_order(n);
+    EXPECT_EQ(order, n == 2 ? 2 : n == 3 ? 6 : n == 4 ? 24 : 120);
+    std::set<mixlab::S5Perm> seen;
+    for (int64_t r = 0; r < order; ++r) {
+      auto p = mixlab::sn_permutation(n, r);
+      for (int64_t i = n; i < 5; ++i) EXPECT_EQ(p[static_cast<size_t>(i)], i);  // fixed beyond n
+      seen.insert(p);
+    }
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), order);
+    bool commutes = true;
+    for (int64_t a = 0; a < order; ++a)
+      for (int64_t b = 0; b < order; ++b) {
+        EXPECT_EQ(mixlab::sn_compose(n, 0, a), a);
+        // a · b applies a first: element 0 goes to b(a(0)).
+        const auto pa = mixlab::sn_permutation(n, a), pb = mixlab::sn_permutation(n, b);
+        EXPECT_EQ(mixlab::sn_permutation(n, mixlab::sn_compose(n, a, b))[0], pb[static_cast<size_t>(pa[0])]);
+        commutes &= mixlab::sn_compose(n, a, b) == mixlab::sn_compose(n, b, a);
+        if (n == 5) EXPECT_EQ(mixlab::sn_compose(n, a, b), mixlab::s5_compose(a, b));
+      }
+    EXPECT_EQ(commutes, n == 2);
+  }
+  expect_error([] { mixlab::sn_order(6); }, {"elements must be in [2, 5]", "got 6"});
+  expect_error([] { mixlab::sn_compose(3, 0, 6); }, {"ranks must be in [0, 6)", "6"});
+}
+
+TEST(TaskS5, ElementsPicksTheGroupOfTheRows) {
+  auto spec = s5_spec();
+  spec.elements = 3;
+  spec.vocab = 10;  // 4 specials + 3! permutations
+  mixlab::task_validate(spec);
+  auto batch = mixlab::task_generate(spec, 4, 30, 0, 5);
+  std::set<int64_t> used;
+  for (int64_t b = 0; b < 4; ++b) {
+    int64_t p = 0;
+    for (int64_t t = 0; t < 30; ++t) {
+      const int64_t g = batch.tokens[b][t].item<int64_t>() - mixlab::kFirstContentToken;
+      ASSERT_GE(g, 0);
+      ASSERT_LT(g, 6);
+      used.insert(g);
+      p = mixlab::sn_compose(3, p, g);
+      EXPECT_EQ(batch.targets[b][t].item<int64_t>() - mixlab::kFirstContentToken, p);
+    }
+  }
+  EXPECT_EQ(used.size(), 6u);  // 120 draws cover all six
+  spec.vocab = 9;
+  expect_error([&] { mixlab::task_validate(spec); }, {"task s5", "vocab must be >= 10", "S3", "got 9"});
+  spec.vocab = 128;
+  spec.elements = 6;
+  expect_error([&] { mixlab::task_validate(spec); }, {"task s5", "elements", "[2, 5]", "got 6"});
+  spec.elements = 1;
+  expect_error([&] { mixlab::task_validate(spec); }, {"elements", "got 1"});
+}

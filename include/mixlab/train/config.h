@@ -19,6 +19,7 @@
 //   pairs 0              recall/multihop key–value pairs; 0 = default (8)
 //   hop_prob 0.5         multihop link probability
 //   curriculum true      4 phases dividing length and pairs by 8, 4, 2, 1
+//   elements 5           s5: n of the symmetric group S_n, 2..5 (S5 is the paper's task)
 //   d_model 64, layers 2, heads 4, mlp_ratio 4, mixer "attention" (a registry spec)
 //   steps 300, batch 32, lr 3e-3, warmup 30, weight_decay 0.1, beta1 0.9, beta2 0.98,
 //   grad_clip 1.0, seed 0

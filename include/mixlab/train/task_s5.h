@@ -15,7 +15,13 @@
 // tasks.h (L_p = L with the curriculum off). Evaluation uses the full length L; s5_eval_batch draws
 // any length (length generalisation, e.g. up to 180).
 //
-// Not supported: other groups (A5, S_n for n != 5), rows of different lengths in one batch.
+// Smaller symmetric groups (spec.elements = n in [2, 5], default 5): the same task over S_n's n!
+// permutations (tokens kFirstContentToken + rank, rank lexicographic over the first n entries).
+// Why: on this CPU no model learns S5's 120 x 120 product table (docs/RESULTS.md, "S5"), so the
+// length generalisation Fig. 3 is about cannot be seen on S5 itself; S3 (6 elements, the smallest
+// non-abelian group) and S4 (24) have tables a small model learns, so the comparison can be run.
+//
+// Not supported: other groups (A5, cyclic groups), n > 5, rows of different lengths in one batch.
 #pragma once
 
 #include <array>
@@ -31,8 +37,19 @@ namespace mixlab {
 constexpr int64_t kS5Elements = 120;  // |S5|
 constexpr int64_t kS5MinVocab = kFirstContentToken + kS5Elements;
 constexpr int64_t kS5MinLength = 4;
+constexpr int64_t kSnMinElements = 2;  // spec.elements range: S2 .. S5
+constexpr int64_t kSnMaxElements = 5;
 
-using S5Perm = std::array<int, 5>;
+using S5Perm = std::array<int, 5>;  // for S_n (n < 5) the entries [n, 5) are n..4, fixed
+
+/// n! (the order of S_n); throws mixlab::Error for n outside [2, 5].
+int64_t sn_order(int64_t n);
+/// The permutation of S_n of rank r (lexicographic over the first n entries), 0 <= r < n!.
+S5Perm sn_permutation(int64_t n, int64_t rank);
+/// Rank of a · b in S_n (a first, then b).
+int64_t sn_compose(int64_t n, int64_t a, int64_t b);
+/// Smallest vocabulary of the task: the 4 specials + spec.elements! permutations.
+int64_t s5_min_vocab(const TaskSpec& spec);
 
 /// The permutation of rank r (lexicographic), 0 <= r < 120.
 S5Perm s5_permutation(int64_t rank);
@@ -41,7 +58,7 @@ int64_t s5_rank(const S5Perm& p);
 /// Rank of a · b (a first, then b).
 int64_t s5_compose(int64_t a, int64_t b);
 
-/// Throws mixlab::Error naming the field: vocab < kS5MinVocab, length < 1.
+/// Throws mixlab::Error naming the field: elements outside [2, 5], vocab < s5_min_vocab, length < 1.
 void s5_validate(const TaskSpec& spec);
 /// A batch of rows of length n >= 1 (any n, also beyond spec.length); rows drawn from `seed`.
 Batch s5_generate(const TaskSpec& spec, int64_t batch_size, int64_t n, uint64_t seed);

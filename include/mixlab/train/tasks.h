@@ -93,6 +93,7 @@ struct TaskSpec {
   int64_t pairs = 8;                // recall/multihop: most key–value pairs P (ignored by copy)
   double hop_prob = 0.5;            // multihop: probability that a value is a link to an earlier key
   bool curriculum = true;           // 4 phases dividing length and pairs by 8, 4, 2, 1
+  int64_t elements = 5;             // s5: n of the symmetric group S_n, 2..5 (mixlab/train/task_s5.h)
   std::string tokenizer = "bytes";  // lm: bytes | gpt2 (vocab must be its vocabulary)
 };
 
