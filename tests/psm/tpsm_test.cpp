@@ -172,6 +172,24 @@ TEST(Tpsm, GradcheckInDoubleOnTinyModel) {
                        {"identity", "compress", "agg.block0_qkv.weight", "agg.block1_proj.weight"});
 }
 
+namespace {
+
+// What one single-head attention layer of `net` ("agg" or "inf") adds to h0 (S rows of width d),
+// written out from its parameters: proj(softmax(q k^T / sqrt(d) [+ causal mask]) v), q k v from
+// qkv(LN1 h0).
+torch::Tensor attention_update(torch::OrderedDict<std::string, torch::Tensor>& params, const std::string& net,
+                               const torch::Tensor& h0, bool causal) {
+  const int64_t S = h0.size(1), d = h0.size(2);
+  auto p = [&](const char* name) { return params[net + ".block0_" + name]; };
+  auto a = torch::layer_norm(h0, {d}, p("ln1.weight"), p("ln1.bias"));
+  auto qkv = torch::linear(a, p("qkv.weight"), p("qkv.bias")).chunk(3, -1);
+  auto scores = torch::matmul(qkv[0], qkv[1].transpose(1, 2)) / std::sqrt(static_cast<double>(d));
+  if (causal) scores = scores.masked_fill(torch::ones({S, S}, torch::kBool).triu(1), -INFINITY);
+  return torch::linear(torch::matmul(torch::softmax(scores, -1), qkv[2]), p("proj.weight"), p("proj.bias"));
+}
+
+}  // namespace
+
 TEST(Tpsm, AttentionOnlyAggKeepsItsInputAndTheSumCompressionKeepsBothBlocks) {
   // agg=attention: Agg's layers are h += proj(MHA(LN1 h)) only, bidirectional, and Agg returns
   // its input plus what they add, x + h_L - h_0; compress_init=sum starts W_cmp as [I | I], so
@@ -186,11 +204,7 @@ TEST(Tpsm, AttentionOnlyAggKeepsItsInputAndTheSumCompressionKeepsBothBlocks) {
   torch::NoGradGuard no_grad;
   auto a = torch::randn({2, 3, 8}), b = torch::randn({2, 3, 8});
   auto x = torch::cat({a, b}, 1);
-  auto h0 = x + params["agg.pos"].narrow(0, 0, 6);
-  auto n = torch::layer_norm(h0, {8}, params["agg.block0_ln1.weight"], params["agg.block0_ln1.bias"]);
-  auto qkv = torch::linear(n, params["agg.block0_qkv.weight"], params["agg.block0_qkv.bias"]).chunk(3, -1);
-  auto att = torch::matmul(torch::softmax(torch::matmul(qkv[0], qkv[1].transpose(1, 2)) / std::sqrt(8.0), -1), qkv[2]);
-  auto out = x + torch::linear(att, params["agg.block0_proj.weight"], params["agg.block0_proj.bias"]);
+  auto out = x + attention_update(params, "agg", x + params["agg.pos"].narrow(0, 0, 6), false);
   auto expected = out.narrow(1, 0, 3) + out.narrow(1, 3, 3);
   EXPECT_TRUE(mixlab::testing::all_close(m->agg(a, b), expected, 1e-5, 1e-6));
 }
@@ -207,12 +221,7 @@ TEST(Tpsm, AttentionOnlyInfReturnsWhatItsAttentionLayersAdd) {
   torch::NoGradGuard no_grad;
   auto x = torch::randn({1, 3, 8});
   auto h0 = torch::cat({torch::zeros({1, 3, 8}), x}, 1) + params["inf.pos"].narrow(0, 0, 6);
-  auto a = torch::layer_norm(h0, {8}, params["inf.block0_ln1.weight"], params["inf.block0_ln1.bias"]);
-  auto qkv = torch::linear(a, params["inf.block0_qkv.weight"], params["inf.block0_qkv.bias"]).chunk(3, -1);
-  auto scores = torch::matmul(qkv[0], qkv[1].transpose(1, 2)) / std::sqrt(8.0);
-  scores = scores.masked_fill(torch::ones({6, 6}, torch::kBool).triu(1), -INFINITY);
-  auto att = torch::matmul(torch::softmax(scores, -1), qkv[2]);
-  auto expected = torch::linear(att, params["inf.block0_proj.weight"], params["inf.block0_proj.bias"]);
+  auto expected = attention_update(params, "inf", h0, true);
   EXPECT_TRUE(mixlab::testing::all_close(m->forward(x), expected.narrow(1, 3, 3), 1e-5, 1e-6));
 }
 

@@ -18,6 +18,23 @@ mixlab::TaskSpec s5_spec(int64_t length = 18) {
   return s;
 }
 
+// Checks that every token of `batch` is an element of S_n and every target the running
+// composition of its row's tokens (sn_compose); returns the elements the rows use.
+std::set<int64_t> expect_running_composition(const mixlab::Batch& batch, int64_t n) {
+  std::set<int64_t> used;
+  for (int64_t b = 0; b < batch.tokens.size(0); ++b) {
+    int64_t p = 0;
+    for (int64_t t = 0; t < batch.tokens.size(1); ++t) {
+      const int64_t g = batch.tokens[b][t].item<int64_t>() - mixlab::kFirstContentToken;
+      EXPECT_TRUE(g >= 0 && g < mixlab::sn_order(n)) << g;
+      used.insert(g);
+      p = mixlab::sn_compose(n, p, g);
+      EXPECT_EQ(batch.targets[b][t].item<int64_t>() - mixlab::kFirstContentToken, p);
+    }
+  }
+  return used;
+}
+
 }  // namespace
 
 TEST(TaskS5, TablesAreTheGroup) {
@@ -50,21 +67,14 @@ TEST(TaskS5, TargetsAreTheRunningComposition) {
   auto batch = mixlab::task_generate(spec, 3, 11, 0, 42);  // through the task table
   ASSERT_EQ(batch.tokens.sizes(), (std::vector<int64_t>{3, 11}));
   EXPECT_EQ(batch.mask.sum().item<double>(), 33.0);
+  expect_running_composition(batch, 5);
+  // The direct definition of the prefix: apply the row's permutations in order to each element.
   for (int64_t b = 0; b < 3; ++b) {
-    int64_t p = 0;
+    mixlab::S5Perm direct = {0, 1, 2, 3, 4};
     for (int64_t t = 0; t < 11; ++t) {
-      const int64_t g = batch.tokens[b][t].item<int64_t>() - mixlab::kFirstContentToken;
-      ASSERT_GE(g, 0);
-      ASSERT_LT(g, 120);
-      // Apply the permutations in order to each element: the direct definition of the prefix.
-      mixlab::S5Perm direct = {0, 1, 2, 3, 4};
-      for (int64_t u = 0; u <= t; ++u) {
-        auto gu = mixlab::s5_permutation(batch.tokens[b][u].item<int64_t>() - mixlab::kFirstContentToken);
-        for (auto& v : direct) v = gu[v];
-      }
-      p = mixlab::s5_compose(p, g);
-      EXPECT_EQ(batch.targets[b][t].item<int64_t>() - mixlab::kFirstContentToken, p);
-      EXPECT_EQ(mixlab::s5_rank(direct), p);
+      auto g = mixlab::s5_permutation(batch.tokens[b][t].item<int64_t>() - mixlab::kFirstContentToken);
+      for (auto& v : direct) v = g[v];
+      EXPECT_EQ(mixlab::s5_rank(direct), batch.targets[b][t].item<int64_t>() - mixlab::kFirstContentToken);
       EXPECT_EQ(batch.answer[b][t].item<int64_t>(), t);
     }
   }
@@ -172,19 +182,7 @@ TEST(TaskS5, ElementsPicksTheGroupOfTheRows) {
   spec.elements = 3;
   spec.vocab = 10;  // 4 specials + 3! permutations
   mixlab::task_validate(spec);
-  auto batch = mixlab::task_generate(spec, 4, 30, 0, 5);
-  std::set<int64_t> used;
-  for (int64_t b = 0; b < 4; ++b) {
-    int64_t p = 0;
-    for (int64_t t = 0; t < 30; ++t) {
-      const int64_t g = batch.tokens[b][t].item<int64_t>() - mixlab::kFirstContentToken;
-      ASSERT_GE(g, 0);
-      ASSERT_LT(g, 6);
-      used.insert(g);
-      p = mixlab::sn_compose(3, p, g);
-      EXPECT_EQ(batch.targets[b][t].item<int64_t>() - mixlab::kFirstContentToken, p);
-    }
-  }
+  const auto used = expect_running_composition(mixlab::task_generate(spec, 4, 30, 0, 5), 3);
   EXPECT_EQ(used.size(), 6u);  // 120 draws cover all six
   spec.vocab = 9;
   expect_error([&] { mixlab::task_validate(spec); }, {"task s5", "vocab must be >= 10", "S3", "got 9"});
