@@ -46,6 +46,21 @@ torch::Tensor stream(TpsmMixer& m, mixlab::MixerState& state, const torch::Tenso
   return torch::stack(ys, 1);
 }
 
+// Largest difference between streaming (step by step) and the training forward of a fresh
+// model `args` on random x (2,T,16), in eval mode; also checks the state's position.
+double stream_vs_forward(const std::string& args, int64_t T) {
+  torch::manual_seed(11);
+  auto m = make(args);
+  m->eval();
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({2, T, 16});
+  auto y = m->forward(x);
+  auto state = m->init_state(2);
+  auto ys = stream(*m, *state, x);
+  EXPECT_EQ(state->position(), T);
+  return (ys - y).abs().max().item<double>();
+}
+
 }  // namespace
 
 TEST(Tpsm, StreamingEqualsScanForwardAtEveryPosition) {
@@ -56,43 +71,19 @@ TEST(Tpsm, StreamingEqualsScanForwardAtEveryPosition) {
                            {1, 129, "rope"},
                            {16, 300, "rope"}}) {
     SCOPED_TRACE("c=" + std::to_string(c) + " T=" + std::to_string(T) + " pos=" + pos);
-    torch::manual_seed(11);
-    auto m = make("c=" + std::to_string(c) + ":agg_layers=2:compress=linear:identity=learned:pos=" + pos);
-    m->eval();
-    torch::NoGradGuard no_grad;
-    auto x = torch::randn({2, T, 16});
-    auto y = m->forward(x);
-    auto state = m->init_state(2);
-    auto ys = stream(*m, *state, x);
-    const double err = (ys - y).abs().max().item<double>();
-    EXPECT_LE(err, 1e-5);
-    EXPECT_EQ(state->position(), T);
+    EXPECT_LE(
+        stream_vs_forward("c=" + std::to_string(c) + ":agg_layers=2:compress=linear:identity=learned:pos=" + pos, T),
+        1e-5);
   }
-  // The empty identity and the attention-only Inf (the MQAR recipe), every chunk size of the issue.
-  for (auto [c, T] : {std::pair<int64_t, int64_t>{1, 129}, {4, 203}, {16, 300}}) {
-    SCOPED_TRACE("empty/attention c=" + std::to_string(c) + " T=" + std::to_string(T));
-    torch::manual_seed(11);
-    auto m = make("c=" + std::to_string(c) + ":agg_layers=2:inf_layers=2:compress=linear:identity=empty:inf=attention");
-    m->eval();
-    torch::NoGradGuard no_grad;
-    auto x = torch::randn({2, T, 16});
-    auto y = m->forward(x);
-    auto state = m->init_state(2);
-    EXPECT_LE((stream(*m, *state, x) - y).abs().max().item<double>(), 1e-5);
-  }
-  // The attention-only Agg that keeps its input, with the summing compression (Agg's decode runs
-  // on raw rows inside the counter, so this also checks that path against the batched forward).
-  for (auto [c, T] : {std::pair<int64_t, int64_t>{1, 129}, {4, 203}, {16, 300}}) {
-    SCOPED_TRACE("agg=attention c=" + std::to_string(c) + " T=" + std::to_string(T));
-    torch::manual_seed(11);
-    auto m = make("c=" + std::to_string(c) +
-                  ":agg_layers=2:compress=linear:compress_init=sum:identity=empty:inf=attention:agg=attention");
-    m->eval();
-    torch::NoGradGuard no_grad;
-    auto x = torch::randn({2, T, 16});
-    auto y = m->forward(x);
-    auto state = m->init_state(2);
-    EXPECT_LE((stream(*m, *state, x) - y).abs().max().item<double>(), 1e-5);
+  // Every chunk size of the issue for the MQAR options: the empty identity and the attention-only
+  // Inf, then also the attention-only Agg that keeps its input with the summing compression
+  // (Agg's decode runs on raw rows inside the counter, so this checks that path too).
+  for (const char* options : {":inf_layers=2:compress=linear:identity=empty:inf=attention",
+                              ":compress=linear:compress_init=sum:identity=empty:inf=attention:agg=attention"}) {
+    for (auto [c, T] : {std::pair<int64_t, int64_t>{1, 129}, {4, 203}, {16, 300}}) {
+      SCOPED_TRACE(std::string(options) + " c=" + std::to_string(c) + " T=" + std::to_string(T));
+      EXPECT_LE(stream_vs_forward("c=" + std::to_string(c) + ":agg_layers=2" + options, T), 1e-5);
+    }
   }
 }
 
@@ -188,6 +179,14 @@ torch::Tensor attention_update(torch::OrderedDict<std::string, torch::Tensor>& p
   return torch::linear(torch::matmul(torch::softmax(scores, -1), qkv[2]), p("proj.weight"), p("proj.bias"));
 }
 
+// `net` ("agg" or "inf") has no MLP and no final LayerNorm; `other` keeps its GPT-2 MLP.
+void expect_attention_only(torch::OrderedDict<std::string, torch::Tensor>& params, const std::string& net,
+                           const std::string& other) {
+  for (const char* absent : {".block0_fc1.weight", ".block0_ln2.weight", ".ln_f.weight"})
+    EXPECT_FALSE(params.contains(net + absent)) << net + absent;
+  EXPECT_TRUE(params.contains(other + ".block0_fc1.weight"));
+}
+
 }  // namespace
 
 TEST(Tpsm, AttentionOnlyAggKeepsItsInputAndTheSumCompressionKeepsBothBlocks) {
@@ -197,9 +196,7 @@ TEST(Tpsm, AttentionOnlyAggKeepsItsInputAndTheSumCompressionKeepsBothBlocks) {
   torch::manual_seed(18);
   auto m = make("c=3:agg=attention:compress=linear:compress_init=sum", 8, 1);
   auto params = m->named_parameters();
-  for (const char* absent : {"agg.block0_fc1.weight", "agg.block0_ln2.weight", "agg.ln_f.weight"})
-    EXPECT_FALSE(params.contains(absent)) << absent;
-  EXPECT_TRUE(params.contains("inf.block0_fc1.weight"));  // Inf keeps its default (gpt2)
+  expect_attention_only(params, "agg", "inf");  // Inf keeps its default (gpt2)
   EXPECT_TRUE(torch::equal(params["compress"], torch::cat({torch::eye(3), torch::eye(3)}, 1)));
   torch::NoGradGuard no_grad;
   auto a = torch::randn({2, 3, 8}), b = torch::randn({2, 3, 8});
@@ -215,9 +212,7 @@ TEST(Tpsm, AttentionOnlyInfReturnsWhatItsAttentionLayersAdd) {
   torch::manual_seed(14);
   auto m = make("c=3:inf=attention", 8, 1);
   auto params = m->named_parameters();
-  for (const char* absent : {"inf.block0_fc1.weight", "inf.block0_ln2.weight", "inf.ln_f.weight"})
-    EXPECT_FALSE(params.contains(absent)) << absent;
-  EXPECT_TRUE(params.contains("agg.block0_fc1.weight"));  // Agg stays a GPT-2 transformer
+  expect_attention_only(params, "inf", "agg");  // Agg stays a GPT-2 transformer
   torch::NoGradGuard no_grad;
   auto x = torch::randn({1, 3, 8});
   auto h0 = torch::cat({torch::zeros({1, 3, 8}), x}, 1) + params["inf.pos"].narrow(0, 0, 6);
