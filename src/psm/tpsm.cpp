@@ -17,6 +17,14 @@ int64_t parse_count(const std::string& spec, const std::string& key, const std::
   return parse_int(value, fmt::format("tpsm spec '{}': {}", spec, key), min, int64_t{1} << 24);
 }
 
+// A key with two values: true for `second`; an error naming both otherwise.
+bool parse_choice(const std::string& spec, const std::string& key, const std::string& value, const char* first,
+                  const char* second) {
+  MIXLAB_CHECK(value == first || value == second, "tpsm spec '{}': {} must be {} or {}, got '{}'", spec, key, first,
+               second, value);
+  return value == second;
+}
+
 }  // namespace
 
 TpsmOptions tpsm_options_parse(const std::string& args_spec) {
@@ -52,9 +60,8 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
     } else if (key == "inf_layers") {
       o.inf_layers = parse_count(args_spec, "inf_layers", value, 1);
     } else if (key == "compress") {
-      MIXLAB_CHECK(value == "right_half" || value == "linear",
-                   "tpsm spec '{}': compress must be right_half or linear, got '{}'", args_spec, value);
-      o.compress = value == "linear" ? TpsmCompress::kLinear : TpsmCompress::kRightHalf;
+      o.compress = parse_choice(args_spec, key, value, "right_half", "linear") ? TpsmCompress::kLinear
+                                                                               : TpsmCompress::kRightHalf;
     } else if (key == "identity") {
       MIXLAB_CHECK(value == "zeros" || value == "learned" || value == "empty",
                    "tpsm spec '{}': identity must be zeros, learned or empty, got '{}'", args_spec, value);
@@ -62,21 +69,13 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
                    : value == "empty" ? TpsmIdentity::kEmpty
                                       : TpsmIdentity::kZeros;
     } else if (key == "inf") {
-      MIXLAB_CHECK(value == "gpt2" || value == "attention", "tpsm spec '{}': inf must be gpt2 or attention, got '{}'",
-                   args_spec, value);
-      o.inf_attention_only = value == "attention";
+      o.inf_attention_only = parse_choice(args_spec, key, value, "gpt2", "attention");
     } else if (key == "agg") {
-      MIXLAB_CHECK(value == "gpt2" || value == "attention", "tpsm spec '{}': agg must be gpt2 or attention, got '{}'",
-                   args_spec, value);
-      o.agg_attention_only = value == "attention";
+      o.agg_attention_only = parse_choice(args_spec, key, value, "gpt2", "attention");
     } else if (key == "compress_init") {
-      MIXLAB_CHECK(value == "right_half" || value == "sum",
-                   "tpsm spec '{}': compress_init must be right_half or sum, got '{}'", args_spec, value);
-      o.compress_sum = value == "sum";
+      o.compress_sum = parse_choice(args_spec, key, value, "right_half", "sum");
     } else if (key == "pos") {
-      MIXLAB_CHECK(value == "learned" || value == "rope", "tpsm spec '{}': pos must be learned or rope, got '{}'",
-                   args_spec, value);
-      o.rope = value == "rope";
+      o.rope = parse_choice(args_spec, key, value, "learned", "rope");
     } else if (key == "init") {
       o.init_std = parse_double(value, fmt::format("tpsm spec '{}': init std", args_spec), 1e-6, 1.0);
     } else {
