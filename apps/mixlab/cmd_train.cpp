@@ -4,13 +4,14 @@
 //   mixlab train --task recall --mixer resolvent:pow2 --steps 500 --set d_model=128
 //   mixlab train --config c.json --until 100          # stop at step 100 (checkpoint written)
 //   mixlab train --config c.json --resume runs/train/copy-attention/checkpoint.pt
+//   mixlab train --config long.json --init-from runs/train/short/checkpoint.pt  # its weights, a new run
 //   mixlab train --task copy --mixer attention --nproc 2      # data parallel, 2 local processes
 //   torchrun-style: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set -> joins that launch
 // Writes into --out (default runs/train/<task>-<mixer>): checkpoint.pt, metrics.jsonl,
 // config.json (resolved) and result.json (final evaluation).
 //
 // Order (docs/RELIABILITY.md): every input is validated first — flags, config, mixer spec,
-// memory estimate, the --resume checkpoint and its compatibility — and only then is --out
+// memory estimate, the --resume / --init-from checkpoint and its compatibility — and only then is --out
 // created and locked (a second run on the same --out fails with "in use by pid N"). Every file is
 // written with a checked, fsync'ed, atomic write.
 #include <cmath>
@@ -36,7 +37,7 @@ namespace mixlab::cli {
 namespace {
 
 struct TrainArgs {
-  std::string config, task, mixer, out, checkpoint, resume, metrics;
+  std::string config, task, mixer, out, checkpoint, resume, init_from, metrics;
   std::vector<std::string> sets;
   // Numbers arrive as text and go through parse_number: out of range is an error, not a clamp.
   std::string steps, seed, until, max_memory, skip_nonfinite;
@@ -118,6 +119,9 @@ void run_train(const TrainArgs& a) {
   }
 
   // 3. The checkpoint to resume from: read once, verified, compatible.
+  MIXLAB_CHECK(a.resume.empty() || a.init_from.empty(),
+               "train: --init-from and --resume exclude each other (--resume continues a run; --init-from starts a "
+               "new one from another run's weights)");
   std::optional<LoadedCheckpoint> resume;
   if (!a.resume.empty()) {
     resume = checkpoint_read(a.resume);
@@ -125,6 +129,13 @@ void run_train(const TrainArgs& a) {
     MIXLAB_CHECK(mismatch.empty(), "checkpoint '{}': was written with a different config: {}", a.resume, mismatch);
     MIXLAB_CHECK(until == 0 || until >= resume->step, "train: --until {} is before the checkpoint's step {}", until,
                  resume->step);
+  }
+  // --init-from: another run's weights start this one (a new optimiser, schedule and step 0).
+  std::optional<LoadedCheckpoint> init;
+  if (!a.init_from.empty()) {
+    init = checkpoint_read(a.init_from);
+    const std::string mismatch = config_weights_mismatch(init->config, config);
+    MIXLAB_CHECK(mismatch.empty(), "--init-from '{}': its weights cannot start this model: {}", a.init_from, mismatch);
   }
 
   // 4. Data parallel. --nproc N: this process becomes the launcher of N workers (each re-runs
@@ -195,11 +206,13 @@ void run_train(const TrainArgs& a) {
   o.skip_nonfinite = skip;
   if (writer) atomic_write_file(out + "/config.json", config_to_json(config).dump(2) + "\n");
   Trainer trainer(config);
+  if (init) trainer.init_weights(*init);  // before data parallel broadcasts rank 0's weights
   trainer.set_data_parallel(dp.get(), bucket_bytes);
   if (o.progress) {
-    std::cerr << fmt::format("train: {} on {} ({} parameters), {} steps{}, output in {}\n", config.mixer,
+    std::cerr << fmt::format("train: {} on {} ({} parameters), {} steps{}{}, output in {}\n", config.mixer,
                              config.task.name, trainer.model().parameter_count(), config.steps,
-                             dp ? fmt::format(", {} processes", env.world_size) : std::string(), out);
+                             dp ? fmt::format(", {} processes", env.world_size) : std::string(),
+                             init ? fmt::format(", weights from {} (step {})", init->path, init->step) : "", out);
   }
   const TrainResult r = resume ? trainer.run(o, *resume) : trainer.run(o);
   nlohmann::json res = {{"step", r.step},
@@ -217,7 +230,8 @@ void run_train(const TrainArgs& a) {
                         {"world_size", r.world_size},
                         {"all_reduce_seconds", r.all_reduce_seconds},
                         {"peer_wait_seconds", r.peer_wait_seconds},
-                        {"checkpoint", o.checkpoint_path}};
+                        {"checkpoint", o.checkpoint_path},
+                        {"init_from", a.init_from}};
   if (config.task.name == "lm") {
     res["eval_ppl"] = std::exp(r.eval.loss);
     res["eval_bpb"] = r.eval.bits_per_byte;
@@ -255,6 +269,9 @@ void cmd_train_register(CLI::App& app) {
   sub->add_option("--checkpoint", args->checkpoint, "Checkpoint path (default <out>/checkpoint.pt)");
   sub->add_option("--metrics", args->metrics, "Metrics JSONL path (default <out>/metrics.jsonl)");
   sub->add_option("--resume", args->resume, "Resume from this checkpoint (same config required)");
+  sub->add_option("--init-from", args->init_from,
+                  "Start from this checkpoint's model weights (another run's: same mixer and sizes; task, length "
+                  "and schedule may differ) with a fresh optimiser and step 0");
   sub->add_option("--until", args->until, "Stop after this step (a checkpoint is written)");
   sub->add_option("--max-memory", args->max_memory,
                   "Refuse configs estimated to need more memory than this (bytes, or e.g. 4G; default: RAM)");

@@ -64,13 +64,37 @@ bool read_bool(const json& j, const char* key, bool fallback, const std::string&
 }
 
 const std::set<std::string>& known_keys() {
-  static const std::set<std::string> keys = {
-      "task",         "vocab",       "length",      "pairs",     "hop_prob",
-      "curriculum",   "d_model",     "layers",      "heads",     "mlp_ratio",
-      "mixer",        "steps",       "batch",       "lr",        "warmup",
-      "weight_decay", "beta1",       "beta2",       "grad_clip", "seed",
-      "eval_batches", "eval_batch",  "eval_every",  "log_every", "checkpoint_every",
-      "tokenizer",    "eval_tokens", "eval_stride", "max_len",   "elements"};
+  static const std::set<std::string> keys = {"task",
+                                             "vocab",
+                                             "length",
+                                             "pairs",
+                                             "hop_prob",
+                                             "curriculum",
+                                             "d_model",
+                                             "layers",
+                                             "heads",
+                                             "mlp_ratio",
+                                             "mixer",
+                                             "steps",
+                                             "batch",
+                                             "lr",
+                                             "warmup",
+                                             "weight_decay",
+                                             "beta1",
+                                             "beta2",
+                                             "grad_clip",
+                                             "seed",
+                                             "eval_batches",
+                                             "eval_batch",
+                                             "eval_every",
+                                             "log_every",
+                                             "checkpoint_every",
+                                             "tokenizer",
+                                             "eval_tokens",
+                                             "eval_stride",
+                                             "max_len",
+                                             "elements",
+                                             "curriculum_phases"};
   return keys;
 }
 
@@ -154,6 +178,8 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   if (c.task.pairs == 0) c.task.pairs = config_default_pairs(c.task.name);
   c.task.hop_prob = read_double(j, "hop_prob", c.task.hop_prob, origin);
   c.task.curriculum = read_bool(j, "curriculum", c.task.curriculum, origin);
+  c.task.curriculum_phases =
+      read_int(j, "curriculum_phases", c.task.curriculum_phases, 1, origin, kMaxCurriculumPhases);
   c.task.elements = read_int(j, "elements", c.task.elements, 1, origin);
   c.d_model = read_int(j, "d_model", c.d_model, 1, origin);
   c.layers = read_int(j, "layers", c.layers, 1, origin);
@@ -236,6 +262,7 @@ json config_to_json(const TrainConfig& c) {
   j["pairs"] = c.task.pairs;
   j["hop_prob"] = c.task.hop_prob;
   j["curriculum"] = c.task.curriculum;
+  j["curriculum_phases"] = c.task.curriculum_phases;
   j["elements"] = c.task.elements;
   j["d_model"] = c.d_model;
   j["layers"] = c.layers;
@@ -270,6 +297,17 @@ std::string config_resume_mismatch(const TrainConfig& checkpoint, const TrainCon
     if (item.value() != b.at(item.key())) {
       return fmt::format("key '{}' is {} in the checkpoint but {} in the current config", item.key(),
                          item.value().dump(), b.at(item.key()).dump());
+    }
+  }
+  return "";
+}
+
+std::string config_weights_mismatch(const TrainConfig& source, const TrainConfig& current) {
+  const json a = config_to_json(source), b = config_to_json(current);
+  for (const char* key : {"mixer", "d_model", "layers", "heads", "mlp_ratio", "vocab"}) {
+    if (a.at(key) != b.at(key)) {
+      return fmt::format("key '{}' is {} in the checkpoint but {} in the current config", key, a.at(key).dump(),
+                         b.at(key).dump());
     }
   }
   return "";

@@ -138,7 +138,7 @@ Batch s5_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, int
   s5_validate(spec);
   const int64_t L = spec.length, lo = std::min(kS5MinLength, L);
   const int phase = task_phase(spec, step, total_steps);
-  const int64_t hi = std::max(lo, lo + (L - lo) * (phase + 1) / 4);
+  const int64_t hi = std::max(lo, lo + (L - lo) * (phase + 1) / task_phase_count(spec));
   uint64_t s = task_seed_mix(seed, 12, static_cast<uint64_t>(step));
   const int64_t n = lo + below(s, hi - lo + 1);
   return s5_generate(spec, batch_size, n, task_seed_mix(seed, 2, static_cast<uint64_t>(step)));

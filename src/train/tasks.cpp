@@ -105,6 +105,9 @@ void task_validate(const TaskSpec& spec) {
   const auto& names = task_names();
   MIXLAB_CHECK(std::find(names.begin(), names.end(), spec.name) != names.end(), "task: unknown task '{}' (known: {})",
                spec.name, fmt::join(names, ", "));
+  MIXLAB_CHECK(spec.curriculum_phases >= 1 && spec.curriculum_phases <= kMaxCurriculumPhases,
+               "task {}: curriculum_phases must be in [1, {}], got {}", spec.name, kMaxCurriculumPhases,
+               spec.curriculum_phases);
   if (spec.name == "s5") return s5_validate(spec);  // mixlab/train/task_s5.h
   if (spec.name == "lm") return lm_validate(spec);  // mixlab/train/task_lm.h
   MIXLAB_CHECK(spec.vocab >= 8, "task {}: vocab must be >= 8 (4 special tokens + content), got {}", spec.name,
@@ -181,17 +184,19 @@ Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, in
   return out;
 }
 
+int task_phase_count(const TaskSpec& spec) { return spec.curriculum ? static_cast<int>(spec.curriculum_phases) : 1; }
+
 int task_phase(const TaskSpec& spec, int64_t step, int64_t total_steps) {
-  if (!spec.curriculum || total_steps <= 0) return 3;
-  return static_cast<int>(std::min<int64_t>(3, std::max<int64_t>(0, step) * 4 / total_steps));
+  const int64_t phases = task_phase_count(spec);
+  if (total_steps <= 0) return static_cast<int>(phases - 1);
+  return static_cast<int>(std::min<int64_t>(phases - 1, std::max<int64_t>(0, step) * phases / total_steps));
 }
 
 Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, int64_t total_steps, uint64_t seed) {
   if (spec.name == "s5") return s5_train_batch(spec, batch_size, step, total_steps, seed);
   if (spec.name == "lm") return lm_batch(spec, batch_size, step, seed);
   task_validate(spec);
-  static constexpr int64_t kDivisor[4] = {8, 4, 2, 1};
-  const int64_t div = kDivisor[task_phase(spec, step, total_steps)];
+  const int64_t div = int64_t{1} << (task_phase_count(spec) - 1 - task_phase(spec, step, total_steps));
   TaskRng rng(task_seed_mix(seed, 1, static_cast<uint64_t>(step)));
   const int64_t L = std::max(min_length(spec), spec.length / div);
   const int64_t length = rng.between(std::max(min_length(spec), ceil_half(L)), L);

@@ -18,6 +18,7 @@
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/fail.h"
+#include "mixlab/core/tensor_checks.h"
 #include "mixlab/dist/data_parallel.h"
 #include "mixlab/dist/gradient_reducer.h"
 #include "mixlab/train/lm_eval.h"
@@ -212,9 +213,9 @@ Trainer::Trainer(TrainConfig config, MixerFactory factory) : config_(std::move(c
   config_validate(config_, "(in code)");
   // Refuse before LibTorch allocates: an absurd config must be an error, not an OOM kill.
   config_check_memory(config_, machine_memory_bytes(), "(in code)", "this machine's memory");
-  if (!factory) factory = mixer_factory_from_spec(config_.mixer);
+  factory_ = factory ? std::move(factory) : mixer_factory_from_spec(config_.mixer);
   torch::manual_seed(config_.seed);
-  model_ = std::make_shared<DecoderModel>(model_dims_for(config_), factory);
+  model_ = std::make_shared<DecoderModel>(model_dims_for(config_), factory_);
 
   // Weight decay only on matrices (dim >= 2): biases, norms and gates are not decayed.
   std::vector<torch::Tensor> decay, no_decay;
@@ -435,6 +436,45 @@ void Trainer::checkpoint_load(const LoadedCheckpoint& c) {
                             first_line(e.what_without_backtrace())));
   }
   step_ = c.step;
+}
+
+void Trainer::init_weights(const LoadedCheckpoint& c) {
+  const std::string& path = c.path;
+  const std::string mismatch = config_weights_mismatch(c.config, config_);
+  MIXLAB_CHECK(mismatch.empty(), "{}: its weights cannot start this model: {}", checkpoint_prefix(path), mismatch);
+  // Module::load replaces each tensor whatever its shape, so the archive goes into a scratch model
+  // of this config first; only after every name and shape matched are the values copied into the
+  // live tensors (the ones the optimiser holds). Building the scratch model draws its own init:
+  // the global generator is put back, so this run's randomness does not depend on the flag.
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  const torch::Tensor rng = gen.get_state();
+  auto scratch = std::make_shared<DecoderModel>(model_dims_for(config_), factory_);
+  gen.set_state(rng);
+  torch::serialize::InputArchive ar;
+  archive_load(ar, path, c.payload);
+  try {
+    torch::serialize::InputArchive model_ar;
+    MIXLAB_CHECK(ar.try_read("model", model_ar), "{}: missing entry 'model'", checkpoint_prefix(path));
+    scratch->load(model_ar);
+  } catch (const c10::Error& e) {
+    throw Error(fmt::format("{}: cannot read the model weights: {}", checkpoint_prefix(path),
+                            first_line(e.what_without_backtrace())));
+  }
+  using Named = torch::OrderedDict<std::string, torch::Tensor>;
+  const std::pair<Named, Named> kinds[] = {{scratch->named_parameters(), model_->named_parameters()},
+                                           {scratch->named_buffers(), model_->named_buffers()}};
+  for (const auto& [from, to] : kinds) {
+    for (const auto& item : to) {
+      const torch::Tensor* src = from.find(item.key());
+      MIXLAB_CHECK(src != nullptr, "{}: has no tensor '{}'", checkpoint_prefix(path), item.key());
+      MIXLAB_CHECK(src->sizes() == item.value().sizes(), "{}: tensor '{}' has shape {} but this model's is {}",
+                   checkpoint_prefix(path), item.key(), shape_string(*src), shape_string(item.value()));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& [from, to] : kinds) {
+    for (const auto& item : to) item.value().copy_(*from.find(item.key()));
+  }
 }
 
 TrainConfig checkpoint_read_config(const std::string& path) { return checkpoint_read(path).config; }

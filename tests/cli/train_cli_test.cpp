@@ -94,6 +94,26 @@ TEST(TrainCli, TrainResumeEval) {
   EXPECT_NE(r.output.find("attention on copy (step 4/4)"), std::string::npos) << r.output;
 }
 
+// --init-from: a new run (longer task, its own steps) starts from another run's weights; it is
+// refused with --resume, with other model sizes, and before --out is created.
+TEST(TrainCli, InitFromStartsANewRun) {
+  const std::string dir = temp_dir("init_from");
+  const std::string common = std::string("train --task copy --mixer attention ") + kTiny;
+  ASSERT_EQ(run_mixlab(common + " --steps 2 --out " + dir + "/short").code, 0);
+  const std::string ckpt = dir + "/short/checkpoint.pt";
+  auto r = run_mixlab(common + " --steps 3 --set length=6 --init-from " + ckpt + " --out " + dir + "/long");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("step 3/3"), std::string::npos) << r.output;
+  const auto result = nlohmann::json::parse(std::ifstream(dir + "/long/result.json"));
+  EXPECT_EQ(result["init_from"], ckpt);
+  expect_failure(common + " --steps 3 --set d_model=32 --init-from " + ckpt + " --out " + dir + "/wide",
+                 "its weights cannot start this model: key 'd_model' is 16 in the checkpoint but 32");
+  EXPECT_FALSE(fs::exists(dir + "/wide"));
+  expect_failure(common + " --steps 3 --init-from " + ckpt + " --resume " + ckpt + " --out " + dir + "/both",
+                 "--init-from and --resume exclude each other");
+  expect_failure(common + " --steps 3 --init-from " + dir + "/missing.pt --out " + dir + "/o", "cannot open the file");
+}
+
 TEST(TrainCli, EvalErrors) {
   const std::string dir = temp_dir("eval");
   expect_failure("eval", "--checkpoint is required");

@@ -43,6 +43,10 @@ TEST(TrainConfig, RoundTrip) {
   const TrainConfig s3 = parse(R"({"task": "s5", "vocab": 16, "length": 18, "elements": 3})");
   EXPECT_EQ(s3.task.elements, 3);
   EXPECT_EQ(config_from_json(config_to_json(s3), "roundtrip").task.elements, 3);
+  EXPECT_EQ(d.task.curriculum_phases, 4);  // the seed's schedule unless the config names another
+  const TrainConfig two = parse(R"({"task": "recall", "length": 256, "curriculum_phases": 2})");
+  EXPECT_EQ(two.task.curriculum_phases, 2);
+  EXPECT_EQ(config_from_json(config_to_json(two), "roundtrip").task.curriculum_phases, 2);
 }
 
 TEST(TrainConfig, ErrorsNameTheKey) {
@@ -57,6 +61,9 @@ TEST(TrainConfig, ErrorsNameTheKey) {
   expect_error_contains([] { parse(R"({"beta2": 1.0})"); }, "key 'beta2' must be in [0, 1)");
   expect_error_contains([] { parse(R"({"task": "recall", "pairs": 40})"); }, "40 pairs do not fit length 64");
   expect_error_contains([] { parse("[1, 2]"); }, "expected a JSON object");
+  expect_error_contains([] { parse(R"({"curriculum_phases": 0})"); }, "key 'curriculum_phases' must be >= 1, got 0");
+  expect_error_contains([] { parse(R"({"curriculum_phases": 9})"); },
+                        "key 'curriculum_phases' must be <= 8 (out of range), got 9");
   expect_error_contains([] { parse(R"({"task": "s5", "vocab": 128, "length": 18, "elements": 6})"); },
                         {"elements", "[2, 5]", "got 6"});
 }

@@ -96,6 +96,15 @@ TEST(TaskS5, CurriculumGrowsFromFourToTheFullLength) {
   EXPECT_EQ(lo, 4);
   EXPECT_EQ(hi, 18);
   EXPECT_LE(first_phase_hi, 4 + (18 - 4) / 4);
+  // Two phases: the first half draws lengths up to 4 + 14 / 2 = 11, the second up to 18.
+  spec.curriculum_phases = 2;
+  int64_t longest[2] = {0, 0};
+  for (int64_t step = 0; step < total; ++step) {
+    int64_t& phase_longest = longest[mixlab::task_phase(spec, step, total)];
+    phase_longest = std::max(phase_longest, mixlab::task_train_batch(spec, 1, step, total, 7).length);
+  }
+  EXPECT_EQ(longest[0], 11);
+  EXPECT_EQ(longest[1], 18);
   // Evaluation at the full length, and at any length for length generalisation.
   EXPECT_EQ(mixlab::task_eval_batch(spec, 2, 0, 7).tokens.size(1), 18);
   EXPECT_EQ(mixlab::s5_eval_batch(spec, 2, 180, 0, 7).tokens.size(1), 180);

@@ -20,6 +20,15 @@ std::vector<int64_t> flat(const torch::Tensor& t) {
 
 std::string as_list(const std::vector<int64_t>& v) { return fmt::format("{{{}}}", fmt::join(v, ", ")); }
 
+TaskSpec recall_spec(int64_t vocab, int64_t length, int64_t pairs) {
+  TaskSpec s;
+  s.name = "recall";
+  s.vocab = vocab;
+  s.length = length;
+  s.pairs = pairs;
+  return s;
+}
+
 void expect_golden(const Batch& b, const std::vector<int64_t>& tokens, const std::vector<int64_t>& targets,
                    const std::vector<int64_t>& mask, const std::vector<int64_t>& answer) {
   EXPECT_EQ(flat(b.tokens), tokens) << "tokens  " << as_list(flat(b.tokens));
@@ -44,11 +53,7 @@ TEST(TrainTasks, GoldenCopy) {
 // format is mqar.h's (golden rows and the differences from zoology: mqar_test.cpp); this pins
 // the batch assembly and the seed streams.
 TEST(TrainTasks, GoldenRecall) {
-  TaskSpec s;
-  s.name = "recall";
-  s.vocab = 12;
-  s.length = 12;
-  s.pairs = 2;
+  TaskSpec s = recall_spec(12, 12, 2);
   const Batch b = task_generate(s, 1, 12, 2, 42);
   // [kBegin, (6 11), (4 10), noise x3, kSep, queries 4 4 4]
   expect_golden(b, {1, 6, 11, 4, 10, 3, 3, 3, 2, 4, 4, 4}, {6, 11, 4, 10, 3, 3, 3, 2, 4, 10, 10, 10},
@@ -145,11 +150,7 @@ TEST(TrainTasks, MultihopHasLinksAndRecallHasNone) {
 }
 
 TEST(TrainTasks, CurriculumAndDeterminism) {
-  TaskSpec s;
-  s.name = "recall";
-  s.vocab = 64;
-  s.length = 64;
-  s.pairs = 16;
+  TaskSpec s = recall_spec(64, 64, 16);
   EXPECT_EQ(task_phase(s, 0, 100), 0);
   EXPECT_EQ(task_phase(s, 25, 100), 1);
   EXPECT_EQ(task_phase(s, 99, 100), 3);
@@ -166,12 +167,52 @@ TEST(TrainTasks, CurriculumAndDeterminism) {
   }
   EXPECT_GT(lengths.size(), 4u);  // lengths vary between batches
   s.curriculum = false;
-  EXPECT_EQ(task_phase(s, 0, 100), 3);
+  EXPECT_EQ(task_phase_count(s), 1);
+  EXPECT_EQ(task_phase(s, 0, 100), 0);
   // Evaluation batches: full length and pairs, and a stream distinct from training.
   const Batch e = task_eval_batch(s, 2, 0, 5);
   EXPECT_EQ(e.length, 64);
   EXPECT_EQ(e.pairs, 16);
   EXPECT_FALSE(torch::equal(e.tokens, task_eval_batch(s, 2, 1, 5).tokens));
+}
+
+// curriculum_phases = P: P equal phases at length and pairs / 2^(P-1-p). P = 2 trains the first
+// half at S/2 (so a T-PSM of chunk S/4 already meets its state) and the second at S.
+TEST(TrainTasks, CurriculumPhasesSetTheSchedule) {
+  TaskSpec s = recall_spec(64, 256, 8);
+  for (const int64_t phases : {1, 2, 3}) {
+    s.curriculum_phases = phases;
+    EXPECT_EQ(task_phase_count(s), phases);
+    const int64_t total = 60;
+    std::vector<int64_t> longest(static_cast<size_t>(phases), 0), shortest(static_cast<size_t>(phases), 1 << 20);
+    std::vector<int64_t> most_pairs(static_cast<size_t>(phases), 0);
+    for (int64_t step = 0; step < total; ++step) {
+      const int p = task_phase(s, step, total);
+      ASSERT_EQ(p, step * phases / total) << "equal phases, step " << step;
+      const Batch b = task_train_batch(s, 1, step, total, 3);
+      longest[p] = std::max(longest[p], b.length);
+      shortest[p] = std::min(shortest[p], b.length);
+      most_pairs[p] = std::max(most_pairs[p], b.pairs);
+    }
+    for (int64_t p = 0; p < phases; ++p) {
+      const int64_t div = int64_t{1} << (phases - 1 - p);
+      EXPECT_LE(longest[p], 256 / div) << "P " << phases << " phase " << p;
+      EXPECT_GE(shortest[p], 128 / div) << "P " << phases << " phase " << p;
+      EXPECT_GT(longest[p], 3 * 256 / div / 4) << "the draw reaches near the phase's length";
+      EXPECT_LE(most_pairs[p], 8 / div);
+    }
+  }
+  // The last step of any schedule trains at the full length; off = one phase.
+  s.curriculum_phases = 8;
+  EXPECT_EQ(task_phase(s, 59, 60), 7);
+  s.curriculum = false;
+  EXPECT_EQ(task_phase(s, 0, 60), 0);
+  s.curriculum = true;
+  for (const int64_t bad : {0, 9}) {
+    s.curriculum_phases = bad;
+    expect_error_contains([&] { task_validate(s); },
+                          "task recall: curriculum_phases must be in [1, 8], got " + std::to_string(bad));
+  }
 }
 
 TEST(TrainTasks, Errors) {

@@ -2,6 +2,7 @@
 // errors for missing / truncated / corrupt / mismatched checkpoints.
 #include "mixlab/train/trainer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
@@ -44,6 +45,16 @@ std::vector<torch::Tensor> params_of(Trainer& t) {
   std::vector<torch::Tensor> v;
   for (auto& p : t.model().parameters()) v.push_back(p.detach().clone());
   return v;
+}
+
+// Trains `t` for `steps` steps and writes its checkpoint to temp_path(name); returns the path.
+std::string train_and_save(Trainer& t, int64_t steps, const std::string& name) {
+  TrainOptions o = quiet();
+  o.until = steps;
+  t.run(o);
+  const std::string ckpt = temp_path(name);
+  t.checkpoint_save(ckpt);
+  return ckpt;
 }
 
 void expect_bit_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
@@ -147,11 +158,7 @@ TEST(TrainTrainer, ResumeIsBitExact) {
 TEST(TrainTrainer, CheckpointRoundTrip) {
   const TrainConfig c = tiny_config();
   Trainer a(c, test_mixer_factory());
-  TrainOptions o = quiet();
-  o.until = 3;
-  a.run(o);
-  const std::string ckpt = temp_path("roundtrip.ckpt");
-  a.checkpoint_save(ckpt);
+  const std::string ckpt = train_and_save(a, 3, "roundtrip.ckpt");
   EXPECT_FALSE(std::ifstream(ckpt + ".tmp").good());  // the temporary was renamed away
   const TrainConfig stored = checkpoint_read_config(ckpt);
   EXPECT_EQ(config_to_json(stored), config_to_json(c));
@@ -162,6 +169,64 @@ TEST(TrainTrainer, CheckpointRoundTrip) {
   const EvalResult ea = a.evaluate(), eb = b.evaluate();
   EXPECT_EQ(ea.loss, eb.loss);
   EXPECT_EQ(ea.token_acc, eb.token_acc);
+  std::remove(ckpt.c_str());
+}
+
+// --init-from: another run's weights start a new run (other task length, steps, lr) with a fresh
+// optimiser at step 0; the result does not depend on the global generator the scratch model used.
+TEST(TrainTrainer, InitWeightsStartsANewRunFromAnotherRunsWeights) {
+  at::set_num_threads(1);
+  const TrainConfig c = tiny_config();
+  Trainer source(c, test_mixer_factory());
+  const std::string ckpt = train_and_save(source, 3, "init_from.ckpt");
+
+  TrainConfig longer = c;
+  longer.task.length = 9;
+  longer.steps = 5;
+  longer.lr = 1e-3;
+  longer.seed = 11;
+  const LoadedCheckpoint loaded = checkpoint_read(ckpt);
+  Trainer a(longer, test_mixer_factory());
+  const torch::Tensor rng_before = at::detail::getDefaultCPUGenerator().get_state();
+  a.init_weights(loaded);
+  EXPECT_TRUE(torch::equal(rng_before, at::detail::getDefaultCPUGenerator().get_state()));
+  EXPECT_EQ(a.step(), 0);
+  expect_bit_equal(params_of(source), params_of(a));
+  EXPECT_EQ(a.run(quiet()).step, 5);  // all of its own steps, from 0
+
+  Trainer b(longer, test_mixer_factory());
+  b.init_weights(loaded);
+  b.run(quiet());
+  expect_bit_equal(params_of(a), params_of(b));  // deterministic
+  Trainer fresh(longer, test_mixer_factory());
+  fresh.run(quiet());
+  EXPECT_FALSE(torch::equal(params_of(fresh)[0], params_of(a)[0]));  // the weights did start it
+  std::remove(ckpt.c_str());
+}
+
+TEST(TrainTrainer, InitWeightsErrorsNameTheKeyOrTensor) {
+  TrainConfig c = tiny_config();
+  c.mixer = "toeplitz";  // position tables sized by max_len: same keys, other shapes
+  const std::string ckpt = temp_path("init_from_errors.ckpt");
+  Trainer(c).checkpoint_save(ckpt);
+  const LoadedCheckpoint loaded = checkpoint_read(ckpt);
+
+  TrainConfig wider = c;
+  wider.d_model = 32;
+  Trainer w(wider);
+  expect_error_contains([&] { w.init_weights(loaded); },
+                        {ckpt, "its weights cannot start this model", "key 'd_model' is 16 in the checkpoint but 32"});
+  TrainConfig other_mixer = c;
+  other_mixer.mixer = "attention";
+  Trainer m(other_mixer);
+  expect_error_contains([&] { m.init_weights(loaded); }, "key 'mixer' is \"toeplitz\" in the checkpoint");
+
+  TrainConfig longer = c;
+  longer.task.length = 12;  // a longer toeplitz kernel table
+  Trainer l(longer);
+  const std::vector<torch::Tensor> before = params_of(l);
+  expect_error_contains([&] { l.init_weights(loaded); }, {ckpt, "tensor '", "has shape", "but this model's is"});
+  expect_bit_equal(before, params_of(l));  // refused before any tensor changed
   std::remove(ckpt.c_str());
 }
 

@@ -18,7 +18,8 @@
 //                        mixers with position tables (toeplitz), not of the others
 //   pairs 0              recall/multihop key–value pairs; 0 = default (8)
 //   hop_prob 0.5         multihop link probability
-//   curriculum true      4 phases dividing length and pairs by 8, 4, 2, 1
+//   curriculum true      equal phases growing length and pairs (mixlab/train/tasks.h)
+//   curriculum_phases 4  1..8 phases; phase p of P divides length and pairs by 2^(P-1-p)
 //   elements 5           s5: n of the symmetric group S_n, 2..5 (S5 is the paper's task)
 //   d_model 64, layers 2, heads 4, mlp_ratio 4, mixer "attention" (a registry spec)
 //   steps 300, batch 32, lr 3e-3, warmup 30, weight_decay 0.1, beta1 0.9, beta2 0.98,
@@ -92,6 +93,11 @@ void config_validate(const TrainConfig& c, const std::string& origin);
 /// The keys whose values must match for `--resume` (everything but logging/eval cadence).
 /// Returns "" when `a` and `b` agree, else a message naming the first differing key and values.
 std::string config_resume_mismatch(const TrainConfig& checkpoint, const TrainConfig& current);
+/// The keys that shape a model's parameters (mixer, d_model, layers, heads, mlp_ratio, vocab):
+/// another run's weights can start this one (`train --init-from`) only when they agree. Task,
+/// length, schedule and optimiser may differ. Returns "" or a message naming the first
+/// differing key. (max_len shapes only position tables; Trainer::init_weights checks shapes.)
+std::string config_weights_mismatch(const TrainConfig& source, const TrainConfig& current);
 /// A rough estimate (bytes) of what training this config allocates: parameters, gradients and
 /// Adam state, plus activations (and (B,H,T,T) scores for full attention). Deliberately low.
 double config_memory_bytes(const TrainConfig& c);

@@ -62,8 +62,12 @@
 //   stream; the trainer evaluates perplexity and bits per byte on the valid stream
 //   (mixlab/train/lm_eval.h); task_eval_batch gives random windows of the valid stream.
 //
-// Curriculum (App. C.1): training is split in 4 equal phases; phase p uses the length and the
-// pair count divided by 8, 4, 2, 1 (at least the task's minimum). Within a phase each batch
+// Curriculum (App. C.1): training is split in P = curriculum_phases equal phases (default 4);
+// phase p uses the length and the pair count divided by 2^(P-1-p), so 8, 4, 2, 1 for P = 4 and
+// 2, 1 for P = 2 (at least the task's minimum). Fewer phases suit a model whose smallest useful
+// length is large: T-PSM with chunk c learns nothing about its state below length 2c, so the
+// default's first two phases at T = 4c never reach the state (docs/RESULTS.md, T-PSM MQAR
+// across chunks). s5 divides its length range instead (mixlab/train/task_s5.h). Within a phase each batch
 // draws its length uniformly in [ceil(L_p / 2), L_p] and its pair count uniformly in
 // [ceil(P_p / 2), P_p] (clamped so that a query fits). Evaluation batches always use the full
 // length L and pair count P.
@@ -85,6 +89,7 @@ constexpr int64_t kTokenBegin = 1;
 constexpr int64_t kTokenSep = 2;
 constexpr int64_t kTokenNoise = 3;
 constexpr int64_t kFirstContentToken = 4;
+constexpr int64_t kMaxCurriculumPhases = 8;  // the first phase trains at length / 128
 
 struct TaskSpec {
   std::string name = "copy";        // copy | recall | multihop | textcopy | s5 | lm
@@ -92,7 +97,8 @@ struct TaskSpec {
   int64_t length = 16;              // copy/textcopy: longest copied span L; recall/multihop: sequence length S
   int64_t pairs = 8;                // recall/multihop: most key–value pairs P (ignored by copy)
   double hop_prob = 0.5;            // multihop: probability that a value is a link to an earlier key
-  bool curriculum = true;           // 4 phases dividing length and pairs by 8, 4, 2, 1
+  bool curriculum = true;           // curriculum_phases equal phases growing length and pairs
+  int64_t curriculum_phases = 4;    // P, 1..8: phase p trains at length and pairs / 2^(P-1-p)
   int64_t elements = 5;             // s5: n of the symmetric group S_n, 2..5 (mixlab/train/task_s5.h)
   std::string tokenizer = "bytes";  // lm: bytes | gpt2 (vocab must be its vocabulary)
 };
@@ -127,7 +133,11 @@ Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, i
 /// training batches).
 Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, uint64_t seed);
 
-/// Curriculum phase (0..3) of `step`; always 3 when the curriculum is off.
+/// Number of curriculum phases: spec.curriculum_phases, or 1 when the curriculum is off.
+int task_phase_count(const TaskSpec& spec);
+
+/// Curriculum phase (0 .. task_phase_count - 1) of `step`: the steps are split into equal
+/// phases, and the last phase trains at the full length and pair count.
 int task_phase(const TaskSpec& spec, int64_t step, int64_t total_steps);
 
 /// Deterministic 64-bit mixing of a seed with a stream and an index (splitmix64 based).

@@ -170,6 +170,12 @@ class Trainer {
   /// Held-out evaluation over config.eval_batches batches of config.eval_batch rows.
   EvalResult evaluate();
 
+  /// Starts from another run's weights (`train --init-from`): copies the checkpoint's model
+  /// parameters and buffers into this model. The optimiser, step, schedule and RNG stay this
+  /// run's own (fresh). The configs must agree on config_weights_mismatch's keys and every tensor
+  /// on its shape; else mixlab::Error naming the key or tensor, and this model is unchanged.
+  void init_weights(const LoadedCheckpoint& checkpoint);
+
   void checkpoint_save(const std::string& path) const;
   /// Loads model, optimiser, step and RNG; the checkpoint's config must match (resume rules).
   void checkpoint_load(const std::string& path);
@@ -182,6 +188,7 @@ class Trainer {
 
  private:
   TrainConfig config_;
+  MixerFactory factory_;
   std::shared_ptr<DecoderModel> model_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   int64_t step_ = 0;
