@@ -7,7 +7,7 @@
 # plateau (12 %) for 8000+ steps; stage 2 starts where stage 1's state already reads pairs.
 # Outputs: runs/psm_mqar/s128/ and runs/psm_mqar/t256/ (metrics.jsonl, result.json,
 # checkpoint.pt). Assumes a built tree (scripts/build.sh). MIXLAB_PSM_STEPS="6000 6000" sets the
-# two stages' steps; extra arguments go to both `mixlab train` calls (e.g. --threads 2).
+# two stages' steps, MIXLAB_THREADS=N the threads; extra arguments go to both `mixlab train` calls.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"

@@ -4,16 +4,16 @@
 //   mixlab train --task recall --mixer resolvent:pow2 --steps 500 --set d_model=128
 //   mixlab train --config c.json --until 100          # stop at step 100 (checkpoint written)
 //   mixlab train --config c.json --resume runs/train/copy-attention/checkpoint.pt
-//   mixlab train --config long.json --init-from runs/train/short/checkpoint.pt  # its weights, a new run
+//   mixlab train --config long.json --init-from runs/train/short/checkpoint.pt  # a new run, its weights
 //   mixlab train --task copy --mixer attention --nproc 2      # data parallel, 2 local processes
 //   torchrun-style: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set -> joins that launch
 // Writes into --out (default runs/train/<task>-<mixer>): checkpoint.pt, metrics.jsonl,
 // config.json (resolved) and result.json (final evaluation).
 //
 // Order (docs/RELIABILITY.md): every input is validated first — flags, config, mixer spec,
-// memory estimate, the --resume / --init-from checkpoint and its compatibility — and only then is --out
-// created and locked (a second run on the same --out fails with "in use by pid N"). Every file is
-// written with a checked, fsync'ed, atomic write.
+// memory estimate, the --resume / --init-from checkpoint and its compatibility — and only then
+// is --out created and locked (a second run on the same --out fails with "in use by pid N").
+// Every file is written with a checked, fsync'ed, atomic write.
 #include <cmath>
 #include <filesystem>
 #include <iostream>

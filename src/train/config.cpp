@@ -64,37 +64,14 @@ bool read_bool(const json& j, const char* key, bool fallback, const std::string&
 }
 
 const std::set<std::string>& known_keys() {
-  static const std::set<std::string> keys = {"task",
-                                             "vocab",
-                                             "length",
-                                             "pairs",
-                                             "hop_prob",
-                                             "curriculum",
-                                             "d_model",
-                                             "layers",
-                                             "heads",
-                                             "mlp_ratio",
-                                             "mixer",
-                                             "steps",
-                                             "batch",
-                                             "lr",
-                                             "warmup",
-                                             "weight_decay",
-                                             "beta1",
-                                             "beta2",
-                                             "grad_clip",
-                                             "seed",
-                                             "eval_batches",
-                                             "eval_batch",
-                                             "eval_every",
-                                             "log_every",
-                                             "checkpoint_every",
-                                             "tokenizer",
-                                             "eval_tokens",
-                                             "eval_stride",
-                                             "max_len",
-                                             "elements",
-                                             "curriculum_phases"};
+  static const std::set<std::string> keys = {
+      "task",         "vocab",       "length",      "pairs",     "hop_prob",
+      "curriculum",   "d_model",     "layers",      "heads",     "mlp_ratio",
+      "mixer",        "steps",       "batch",       "lr",        "warmup",
+      "weight_decay", "beta1",       "beta2",       "grad_clip", "seed",
+      "eval_batches", "eval_batch",  "eval_every",  "log_every", "checkpoint_every",
+      "tokenizer",    "eval_tokens", "eval_stride", "max_len",   "curriculum_phases",
+      "elements"};
   return keys;
 }
 

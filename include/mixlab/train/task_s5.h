@@ -12,8 +12,8 @@
 //
 // Training lengths (the length curriculum 4..L, L = spec.length, paper: L = 18): each batch draws
 // n uniformly in [kS5MinLength, L_p], L_p = 4 + (L - 4)(p + 1) / P for curriculum phase p of P
-// (tasks.h; P = curriculum_phases, default 4; L_p = L with the curriculum off). Evaluation uses the full length L;
-// s5_eval_batch draws any length (length generalisation, e.g. up to 180).
+// (tasks.h; P = curriculum_phases, default 4; L_p = L with the curriculum off). Evaluation
+// uses the full length L; s5_eval_batch draws any length (length generalisation, e.g. up to 180).
 //
 // Smaller symmetric groups (spec.elements = n in [2, 5], default 5): the same task over S_n's n!
 // permutations (tokens kFirstContentToken + rank, rank lexicographic over the first n entries).
