@@ -267,27 +267,30 @@ json config_to_json(const TrainConfig& c) {
   return j;
 }
 
-std::string config_resume_mismatch(const TrainConfig& checkpoint, const TrainConfig& current) {
+namespace {
+
+// The first key (in name order) for which `compared` holds and the two configs differ, as a
+// message; "" when they agree on every compared key.
+template <typename Compared>
+std::string first_difference(const TrainConfig& checkpoint, const TrainConfig& current, Compared compared) {
   const json a = config_to_json(checkpoint), b = config_to_json(current);
   for (const auto& item : a.items()) {
-    if (cadence_keys().count(item.key())) continue;
-    if (item.value() != b.at(item.key())) {
-      return fmt::format("key '{}' is {} in the checkpoint but {} in the current config", item.key(),
-                         item.value().dump(), b.at(item.key()).dump());
-    }
+    if (!compared(item.key()) || item.value() == b.at(item.key())) continue;
+    return fmt::format("key '{}' is {} in the checkpoint but {} in the current config", item.key(), item.value().dump(),
+                       b.at(item.key()).dump());
   }
   return "";
 }
 
+}  // namespace
+
+std::string config_resume_mismatch(const TrainConfig& checkpoint, const TrainConfig& current) {
+  return first_difference(checkpoint, current, [](const std::string& key) { return !cadence_keys().count(key); });
+}
+
 std::string config_weights_mismatch(const TrainConfig& source, const TrainConfig& current) {
-  const json a = config_to_json(source), b = config_to_json(current);
-  for (const char* key : {"mixer", "d_model", "layers", "heads", "mlp_ratio", "vocab"}) {
-    if (a.at(key) != b.at(key)) {
-      return fmt::format("key '{}' is {} in the checkpoint but {} in the current config", key, a.at(key).dump(),
-                         b.at(key).dump());
-    }
-  }
-  return "";
+  static const std::set<std::string> weight_keys = {"mixer", "d_model", "layers", "heads", "mlp_ratio", "vocab"};
+  return first_difference(source, current, [](const std::string& key) { return weight_keys.count(key) > 0; });
 }
 
 int64_t config_max_len(const TrainConfig& c) {
