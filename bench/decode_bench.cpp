@@ -35,7 +35,7 @@
 #include "mixlab/analysis/line_chart.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/threads.h"
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 #include "mixlab/model/model.h"
 
 namespace {

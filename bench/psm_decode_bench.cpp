@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "mixlab/core/threads.h"
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The fused selective scan (mixlab/resolvent/selective_scan.h) against the two plain-LibTorch
+// The fused selective scan (mixlab/scan/selective_scan.h) against the two plain-LibTorch
 // ways of computing the same recurrence, in the same run, 1 intra-op thread:
 //   BM_Scan/<path>/<T>/<backward>   path: fused | loop | order1
 //     fused   selective_scan
@@ -11,7 +11,7 @@
 #include <torch/torch.h>
 
 #include "mixlab/resolvent/resolvent.h"
-#include "mixlab/resolvent/selective_scan.h"
+#include "mixlab/scan/selective_scan.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 
 namespace mixlab::cli {
 

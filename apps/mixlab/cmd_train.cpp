@@ -24,12 +24,11 @@
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/dir_lock.h"
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 #include "mixlab/core/parse_number.h"
 #include "mixlab/dist/data_parallel.h"
 #include "mixlab/dist/gradient_reducer.h"
 #include "mixlab/dist/launch.h"
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 #include "mixlab/train/task_lm.h"
 #include "mixlab/train/trainer.h"
 

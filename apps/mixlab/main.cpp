@@ -11,10 +11,8 @@
 #include "commands.h"
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 #include "mixlab/core/parse_number.h"
 #include "mixlab/core/threads.h"
-#include "mixlab/train/trainer.h"
 #include "mixlab/version.h"
 
 namespace mixlab::cli {
@@ -26,11 +24,10 @@ const std::vector<std::string>& command_line_args() { return g_args; }
 
 namespace {
 
-// Exit codes (README.md, docs/RELIABILITY.md).
-constexpr int kExitInternal = 1;  // a mixlab bug or an unexpected library failure
-constexpr int kExitUser = 2;      // bad flag, config, spec or checkpoint (mixlab::Error)
-constexpr int kExitIo = 3;        // file unreadable/unwritable, disk full, run dir locked (IoError)
-constexpr int kExitDiverged = 4;  // non-finite loss or gradient during training (NonFiniteError)
+using mixlab::kExitDiverged;
+using mixlab::kExitInternal;
+using mixlab::kExitIo;
+using mixlab::kExitUser;
 
 // One line: a multi-line message (CLI11's, a c10 backtrace) is folded at its first newline.
 int fail(const std::string& message, int code) {

@@ -8,7 +8,6 @@
 #include <cstring>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 
 namespace mixlab {
 

@@ -1,7 +1,5 @@
 #include "mixlab/core/error.h"
 
-#include "mixlab/core/fail.h"
-
 namespace mixlab::detail {
 
 void throw_error(const std::string& message) { throw Error(message); }

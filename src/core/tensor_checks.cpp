@@ -1,7 +1,6 @@
 #include "mixlab/core/tensor_checks.h"
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 
 namespace mixlab {
 

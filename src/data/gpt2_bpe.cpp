@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 
 namespace mixlab {
 namespace {

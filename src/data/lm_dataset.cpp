@@ -8,7 +8,6 @@
 
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 
 namespace mixlab {
 namespace {

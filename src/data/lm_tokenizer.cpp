@@ -4,7 +4,6 @@
 #include <cstdlib>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 
 namespace mixlab {
 

@@ -15,7 +15,6 @@
 #include <thread>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 
 extern char** environ;
 

@@ -7,7 +7,6 @@
 #include <typeinfo>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {

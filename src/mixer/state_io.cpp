@@ -10,7 +10,6 @@
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/mixer/mixer.h"
 

@@ -7,7 +7,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/core/row_kernels.h"
 #include "mixlab/core/tensor_checks.h"
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 
 namespace mixlab {
 

@@ -6,19 +6,10 @@
 #include <limits>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 #include "mixlab/core/parse_number.h"
+#include "mixlab/core/spec_args.h"
 
 namespace mixlab {
-namespace {
-
-// Pattern arguments share the one strict parser of core; the bound is the longest pattern.
-int64_t parse_positive(const std::string& spec, const std::string& what, const std::string& text) {
-  MIXLAB_CHECK(!text.empty(), "pattern spec '{}': {} is empty, expected a positive integer", spec, what);
-  return parse_positive_int(text, fmt::format("pattern spec '{}': {}", spec, what), kPatternMaxT);
-}
-
-}  // namespace
 
 Pattern Pattern::parse(const std::string& spec_in) {
   std::string spec = spec_in;
@@ -40,6 +31,13 @@ Pattern Pattern::parse(const std::string& spec_in) {
     arg = body.substr(colon + 1);
     has_arg = true;
   }
+  const std::string context = fmt::format("pattern spec '{}'", spec);
+  // A width parameter ("band:8", "order:4"): one positional item of the spec grammar.
+  auto width_arg = [&](const char* kind, const char* what) {
+    MIXLAB_CHECK(has_arg && !arg.empty(), "{}: {} needs {}, e.g. {}:8", context, kind,
+                 std::string(kind) == "band" ? "a width" : "K", kind);
+    return SpecArgs(context, kind, arg, {}, 1).positional_integer(0, what, 0, 1, kPatternMaxT);
+  };
   auto no_arg = [&](const char* kind) {
     MIXLAB_CHECK(!has_arg, "pattern spec '{}': kind '{}' takes no parameter, got ':{}'", spec, kind, arg);
   };
@@ -47,16 +45,14 @@ Pattern Pattern::parse(const std::string& spec_in) {
     no_arg("causal");
     p.kind_ = PatternKind::kCausal;
   } else if (name == "band") {
-    MIXLAB_CHECK(has_arg, "pattern spec '{}': band needs a width, e.g. band:8", spec);
     p.kind_ = PatternKind::kBand;
-    p.width_ = parse_positive(spec, "band width W", arg);
+    p.width_ = width_arg("band", "band width W");
   } else if (name == "dense") {
     no_arg("dense");
     p.kind_ = PatternKind::kDense;
   } else if (name == "order") {
-    MIXLAB_CHECK(has_arg, "pattern spec '{}': order needs K, e.g. order:4", spec);
     p.kind_ = PatternKind::kOrder;
-    p.width_ = parse_positive(spec, "order K", arg);
+    p.width_ = width_arg("order", "order K");
   } else if (name == "pow2") {
     no_arg("pow2");
     p.kind_ = PatternKind::kPow2;
@@ -73,7 +69,8 @@ Pattern Pattern::parse(const std::string& spec_in) {
     while (true) {
       size_t comma = arg.find(',', start);
       std::string item = arg.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      int64_t v = parse_positive(spec, "offset", item);
+      MIXLAB_CHECK(!item.empty(), "{}: an offset is empty, expected a positive integer", context);
+      const int64_t v = parse_positive_int(item, context + ": offset", kPatternMaxT);
       if (p.user_offsets_.empty()) {
         MIXLAB_CHECK(v == 1, "pattern spec '{}': offsets must start at 1 (first-order connectivity), got {}", spec, v);
       } else {

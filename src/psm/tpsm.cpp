@@ -3,88 +3,33 @@
 #include "mixlab/psm/tpsm.h"
 
 #include <algorithm>
-#include <set>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
-#include "mixlab/core/parse_number.h"
+#include "mixlab/core/spec_args.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
-namespace {
-
-int64_t parse_count(const std::string& spec, const std::string& key, const std::string& value, int64_t min) {
-  return parse_int(value, fmt::format("tpsm spec '{}': {}", spec, key), min, int64_t{1} << 24);
-}
-
-// A key with two values: true for `second`; an error naming both otherwise.
-bool parse_choice(const std::string& spec, const std::string& key, const std::string& value, const char* first,
-                  const char* second) {
-  MIXLAB_CHECK(value == first || value == second, "tpsm spec '{}': {} must be {} or {}, got '{}'", spec, key, first,
-               second, value);
-  return value == second;
-}
-
-}  // namespace
 
 TpsmOptions tpsm_options_parse(const std::string& args_spec) {
+  const SpecArgs a(mixer_spec_context(args_spec.empty() ? "tpsm" : "tpsm:" + args_spec), "tpsm", args_spec,
+                   {"c|chunk", "d", "agg_d", "inf_d", "agg_heads", "agg_layers", "inf_heads", "inf_layers", "compress",
+                    "compress_init", "identity", "pos", "init", "inf", "agg"});
   TpsmOptions o;
-  std::set<std::string> seen;
-  size_t begin = 0;
-  while (begin < args_spec.size()) {
-    size_t end = args_spec.find(':', begin);
-    if (end == std::string::npos) end = args_spec.size();
-    const std::string item = args_spec.substr(begin, end - begin);
-    begin = end + 1;
-    const auto eq = item.find('=');
-    MIXLAB_CHECK(eq != std::string::npos && eq > 0,
-                 "tpsm spec '{}': expected key=value items (c, d, agg_d, inf_d, agg_heads, agg_layers, inf_heads, "
-                 "inf_layers, compress, compress_init, identity, pos, init, inf, agg) separated by ':', got '{}'",
-                 args_spec, item);
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    MIXLAB_CHECK(seen.insert(key).second, "tpsm spec '{}': key '{}' given twice", args_spec, key);
-    if (key == "c" || key == "chunk") {
-      o.chunk = parse_count(args_spec, "chunk c", value, 1);
-    } else if (key == "d") {
-      o.agg_d = o.inf_d = parse_count(args_spec, "d", value, 1);
-    } else if (key == "agg_d") {
-      o.agg_d = parse_count(args_spec, "agg_d", value, 1);
-    } else if (key == "inf_d") {
-      o.inf_d = parse_count(args_spec, "inf_d", value, 1);
-    } else if (key == "agg_heads") {
-      o.agg_heads = parse_count(args_spec, "agg_heads", value, 1);
-    } else if (key == "inf_heads") {
-      o.inf_heads = parse_count(args_spec, "inf_heads", value, 1);
-    } else if (key == "agg_layers") {
-      o.agg_layers = parse_count(args_spec, "agg_layers", value, 1);
-    } else if (key == "inf_layers") {
-      o.inf_layers = parse_count(args_spec, "inf_layers", value, 1);
-    } else if (key == "compress") {
-      o.compress = parse_choice(args_spec, key, value, "right_half", "linear") ? TpsmCompress::kLinear
-                                                                               : TpsmCompress::kRightHalf;
-    } else if (key == "identity") {
-      MIXLAB_CHECK(value == "zeros" || value == "learned" || value == "empty",
-                   "tpsm spec '{}': identity must be zeros, learned or empty, got '{}'", args_spec, value);
-      o.identity = value == "learned" ? TpsmIdentity::kLearned
-                   : value == "empty" ? TpsmIdentity::kEmpty
-                                      : TpsmIdentity::kZeros;
-    } else if (key == "inf") {
-      o.inf_attention_only = parse_choice(args_spec, key, value, "gpt2", "attention");
-    } else if (key == "agg") {
-      o.agg_attention_only = parse_choice(args_spec, key, value, "gpt2", "attention");
-    } else if (key == "compress_init") {
-      o.compress_sum = parse_choice(args_spec, key, value, "right_half", "sum");
-    } else if (key == "pos") {
-      o.rope = parse_choice(args_spec, key, value, "learned", "rope");
-    } else if (key == "init") {
-      o.init_std = parse_double(value, fmt::format("tpsm spec '{}': init std", args_spec), 1e-6, 1.0);
-    } else {
-      MIXLAB_FAIL(
-          "tpsm spec '{}': unknown key '{}'; known: c, d, agg_d, inf_d, agg_heads, agg_layers, inf_heads, "
-          "inf_layers, compress, compress_init, identity, pos, init, inf, agg",
-          args_spec, key);
-    }
-  }
+  o.chunk = a.integer("c", o.chunk, 1, kSpecMaxInt);
+  o.agg_d = o.inf_d = a.integer("d", 0, 1, kSpecMaxInt);  // d sets both; agg_d / inf_d override it
+  o.agg_d = a.integer("agg_d", o.agg_d, 1, kSpecMaxInt);
+  o.inf_d = a.integer("inf_d", o.inf_d, 1, kSpecMaxInt);
+  o.agg_heads = a.integer("agg_heads", o.agg_heads, 1, kSpecMaxInt);
+  o.inf_heads = a.integer("inf_heads", o.inf_heads, 1, kSpecMaxInt);
+  o.agg_layers = a.integer("agg_layers", o.agg_layers, 1, kSpecMaxInt);
+  o.inf_layers = a.integer("inf_layers", o.inf_layers, 1, kSpecMaxInt);
+  o.compress = a.choice("compress", {"right_half", "linear"}, 0) == 1 ? TpsmCompress::kLinear : TpsmCompress::kRightHalf;
+  o.identity = static_cast<TpsmIdentity>(a.choice("identity", {"zeros", "learned", "empty"}, 0));
+  o.inf_attention_only = a.choice("inf", {"gpt2", "attention"}, 0) == 1;
+  o.agg_attention_only = a.choice("agg", {"gpt2", "attention"}, 0) == 1;
+  o.compress_sum = a.choice("compress_init", {"right_half", "sum"}, 0) == 1;
+  o.rope = a.choice("pos", {"learned", "rope"}, 0) == 1;
+  o.init_std = a.real("init", o.init_std, 1e-6, 1.0);
   return o;
 }
 

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/parse_number.h"
+#include "mixlab/core/spec_args.h"
 #include "mixlab/core/rope.h"
 #include "mixlab/core/split_heads.h"
 #include "mixlab/core/tensor_checks.h"
@@ -202,31 +202,19 @@ Tensor ResolventMixer::step(MixerState& state_in, const Tensor& x_t) {
 }
 
 std::string resolvent_spec_parse(const std::string& spec, const std::string& args, ResolventOptions& options) {
-  std::vector<std::string> pattern_items;
-  size_t start = 0;
-  while (start <= args.size()) {
-    const size_t colon = args.find(':', start);
-    const std::string item = args.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos) {
-      pattern_items.push_back(item);
+  // The pattern's own items (a kind and its parameter: "band:8", "offsets:1,2,4") are positional;
+  // Pattern::parse reads them.
+  const SpecArgs a(mixer_spec_context(spec), "resolvent", args, {"gate"}, 2);
+  if (a.has("gate")) {
+    if (a.text("gate") == "mamba2") {
+      options.gate_init = kGateInitMamba2;
     } else {
-      const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-      MIXLAB_CHECK(key == "gate", "mixer spec '{}': resolvent options are gate=G (G in (0, 1) or mamba2), got '{}'",
-                   spec, item);
-      if (value == "mamba2") {
-        options.gate_init = kGateInitMamba2;
-      } else {
-        options.gate_init =
-            parse_double(value, fmt::format("mixer spec '{}': gate (the gate's initial value, in (0, 1))", spec), 0, 1);
-        MIXLAB_CHECK(options.gate_init > 0 && options.gate_init < 1,
-                     "mixer spec '{}': gate must be strictly between 0 and 1 (or mamba2), got {}", spec, value);
-      }
+      options.gate_init = a.real("gate", options.gate_init, 0, 1);
+      MIXLAB_CHECK(options.gate_init > 0 && options.gate_init < 1, "{} must be strictly between 0 and 1 (or mamba2), got {}",
+                   a.key_context("gate"), a.text("gate"));
     }
-    if (colon == std::string::npos) break;
-    start = colon + 1;
   }
-  return fmt::format("{}", fmt::join(pattern_items, ":"));
+  return fmt::format("{}", fmt::join(a.positional(), ":"));
 }
 
 }  // namespace mixlab

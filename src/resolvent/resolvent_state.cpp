@@ -8,7 +8,6 @@
 #include <ostream>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/resolvent/resolvent.h"
 

@@ -6,8 +6,7 @@
 
 #include "affine_step.h"
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
-#include "mixlab/core/parse_number.h"
+#include "mixlab/core/spec_args.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
@@ -357,8 +356,8 @@ MixerPtr affine_mixer_create(const std::string& name, const std::string& spec, c
                              const MixerDims& dims) {
   for (const auto& row : kMembers) {
     if (name != row.name) continue;
-    int64_t chunk = 64;
-    if (!args.empty()) chunk = parse_positive_int(args, fmt::format("mixer spec '{}': chunk", spec), 999999);
+    const int64_t chunk = SpecArgs(mixer_spec_context(spec), name, args, {}, 1)
+                              .positional_integer(0, "chunk", 64, 1, 999999);
     return std::make_shared<AffineMixer>(row.member, dims, chunk);
   }
   MIXLAB_FAIL("mixer spec '{}': '{}' is not an affine member", spec, name);

@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 #include "mixlab/scan/scan.h"
 
 namespace mixlab {

@@ -2,51 +2,20 @@
 #include "mixlab/toeplitz/toeplitz_mixer.h"
 
 #include <algorithm>
-#include <sstream>
 #include <vector>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
-#include "mixlab/core/parse_number.h"
+#include "mixlab/core/spec_args.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
 
-namespace {
-
-int64_t parse_positive(const std::string& args_spec, const std::string& key, const std::string& value) {
-  MIXLAB_CHECK(!value.empty(), "toeplitz spec '{}': '{}' needs a value, e.g. {}=4", args_spec, key, key);
-  return parse_positive_int(value, fmt::format("toeplitz spec '{}': {}", args_spec, key), int64_t{1} << 24);
-}
-
-}  // namespace
-
 ToeplitzMixerOptions toeplitz_mixer_options_parse(const std::string& args_spec) {
+  const SpecArgs a(mixer_spec_context(args_spec.empty() ? "toeplitz" : "toeplitz:" + args_spec), "toeplitz",
+                   args_spec, {"heads", "kernel"});
   ToeplitzMixerOptions opts;
-  if (args_spec.empty()) return opts;
-  bool seen_heads = false, seen_kernel = false;
-  std::stringstream ss(args_spec);
-  std::string item;
-  while (std::getline(ss, item, ':')) {
-    const auto eq = item.find('=');
-    MIXLAB_CHECK(eq != std::string::npos,
-                 "toeplitz spec '{}': expected key=value items (heads=H, kernel=K) separated by ':', got '{}'",
-                 args_spec, item);
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "heads") {
-      MIXLAB_CHECK(!seen_heads, "toeplitz spec '{}': heads given twice", args_spec);
-      opts.heads = parse_positive(args_spec, key, value);
-      seen_heads = true;
-    } else if (key == "kernel") {
-      MIXLAB_CHECK(!seen_kernel, "toeplitz spec '{}': kernel given twice", args_spec);
-      opts.kernel = parse_positive(args_spec, key, value);
-      seen_kernel = true;
-    } else {
-      MIXLAB_FAIL("toeplitz spec '{}': unknown key '{}' (known: heads, kernel)", args_spec, key);
-    }
-  }
-  // A trailing ':' leaves an empty last item that getline drops: reject it explicitly.
-  MIXLAB_CHECK(args_spec.back() != ':', "toeplitz spec '{}': trailing ':'", args_spec);
+  opts.heads = a.integer("heads", opts.heads, 1, kSpecMaxInt);
+  opts.kernel = a.integer("kernel", opts.kernel, 1, kSpecMaxInt);
   return opts;
 }
 

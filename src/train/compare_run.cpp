@@ -15,8 +15,7 @@
 #include "mixlab/analysis/analyze.h"
 #include "mixlab/analysis/format.h"
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 #include "mixlab/train/compare.h"
 #include "mixlab/train/trainer.h"
 
@@ -33,16 +32,11 @@ std::string file_safe(const std::string& s) {
   return r;
 }
 
-// Builds the run's mixer once, without a model or training, so that every spec error (unknown
-// family, bad parameters, a pattern the kernel rejects at this width) surfaces before training.
+// The check `train` makes too (check_mixer_spec), so that every spec error (unknown family, bad
+// parameters, a pattern the kernel rejects at this width) surfaces before any training.
 void check_run_spec(const TrainConfig& c) {
-  torch::NoGradGuard no_grad;
   try {
-    MixerDims dims;
-    dims.d_model = c.d_model;
-    dims.n_heads = c.heads;
-    dims.max_len = config_max_len(c);
-    mixer_create(c.mixer, dims);
+    check_mixer_spec(c.mixer, MixerDims{c.d_model, c.heads, config_max_len(c)});
   } catch (const Error& e) {
     MIXLAB_FAIL("compare: mixer '{}' (task {}): {}", c.mixer, c.task.name, e.what());
   }

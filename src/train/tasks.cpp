@@ -7,7 +7,6 @@
 #include <numeric>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 #include "mixlab/data/textcopy.h"
 #include "mixlab/train/mqar.h"
 #include "mixlab/train/task_lm.h"

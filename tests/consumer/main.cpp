@@ -1,7 +1,7 @@
 // Uses the installed library: parse a pattern, build a mixer, run it. Exit 0 on success.
 #include <iostream>
 
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 #include "mixlab/pattern/pattern.h"
 
 int main() {

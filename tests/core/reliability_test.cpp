@@ -12,7 +12,6 @@
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/dir_lock.h"
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 #include "mixlab/core/parse_number.h"
 #include "mixlab/core/threads.h"
 

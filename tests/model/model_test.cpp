@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "mixlab/core/error.h"
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 #include "support/expect_error.h"
 #include "support/test_mixer.h"
 

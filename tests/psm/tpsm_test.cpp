@@ -397,19 +397,19 @@ TEST(Tpsm, SpecIsCanonicalAndRoundTrips) {
 }
 
 TEST(Tpsm, BadInputErrorsNameTheArgument) {
-  expect_error([] { make("c=0"); }, {"chunk c", "[1, ", "got 0"});
+  expect_error([] { make("c=0"); }, {"tpsm key 'c'", "[1, ", "got 0"});
   expect_error([] { make("agg_d=8:inf_d=16"); }, {"agg_d and inf_d must be equal", "agg_d = 8", "inf_d = 16"});
   expect_error([] { make("agg_heads=3"); }, {"tpsm Agg", "heads must divide", "heads = 3"});
-  expect_error([] { make("c=4:bogus=1"); }, {"unknown key 'bogus'"});
-  expect_error([] { make("compress=mean"); }, {"compress must be right_half or linear", "mean"});
-  expect_error([] { make("pos=alibi"); }, {"pos must be learned or rope", "alibi"});
-  expect_error([] { make("identity=one"); }, {"identity must be zeros, learned or empty", "one"});
-  expect_error([] { make("inf=mlp"); }, {"inf must be gpt2 or attention", "mlp"});
-  expect_error([] { make("agg=mlp"); }, {"agg must be gpt2 or attention", "mlp"});
-  expect_error([] { make("compress=linear:compress_init=eye"); }, {"compress_init must be right_half or sum", "eye"});
+  expect_error([] { make("c=4:bogus=1"); }, {"unknown tpsm key 'bogus'"});
+  expect_error([] { make("compress=mean"); }, {"'compress' must be right_half or linear", "mean"});
+  expect_error([] { make("pos=alibi"); }, {"'pos' must be learned or rope", "alibi"});
+  expect_error([] { make("identity=one"); }, {"'identity' must be zeros, learned or empty", "one"});
+  expect_error([] { make("inf=mlp"); }, {"'inf' must be gpt2 or attention", "mlp"});
+  expect_error([] { make("agg=mlp"); }, {"'agg' must be gpt2 or attention", "mlp"});
+  expect_error([] { make("compress=linear:compress_init=eye"); }, {"'compress_init' must be right_half or sum", "eye"});
   expect_error([] { make("compress_init=sum"); }, {"compress_init=sum needs compress=linear"});
-  expect_error([] { make("init=0"); }, {"init std", "0"});
-  expect_error([] { make("init=2"); }, {"init std", "2"});
+  expect_error([] { make("init=0"); }, {"tpsm key 'init'", "0"});
+  expect_error([] { make("init=2"); }, {"tpsm key 'init'", "2"});
   // d 6 over 2 heads: rotary positions rotate channel pairs, a head width of 3 has none.
   expect_error([] { make("d=6:agg_heads=2:inf_heads=2:pos=rope"); }, {"tpsm Agg", "even head width", "got 3"});
   expect_error([] { make("c=4:c=5"); }, "given twice");

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 
 namespace {
 

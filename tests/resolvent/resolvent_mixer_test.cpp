@@ -276,7 +276,7 @@ TEST(ResolventMixer, FiniteAtT65536) {
 // The gate's initial value: sigmoid(b_g) at u = 0 (the gate weight multiplies u). The default
 // 0.5 in every channel; gate=G sets G; gate=mamba2 draws Mamba-2's spectrum (values spread over
 // (0.01, 0.99)). Bad values are refused with the spec named (the registry's resolvent:<args>
-// goes through resolvent_spec_parse; tests/mixers/registry_test.cpp checks that path).
+// goes through resolvent_spec_parse; tests/registry/registry_test.cpp checks that path).
 TEST(ResolventMixer, GateInitFromSpec) {
   auto gate_at_zero = [](const std::string& args) {
     ResolventOptions o;
@@ -297,9 +297,9 @@ TEST(ResolventMixer, GateInitFromSpec) {
   for (const auto& [args, frag] :
        std::vector<std::pair<std::string, std::string>>{{"dense:gate=0", "strictly between 0 and 1"},
                                                         {"dense:gate=1", "strictly between 0 and 1"},
-                                                        {"dense:gate=1.5", "gate (the gate's initial value"},
-                                                        {"dense:gate=x", "gate (the gate's initial value"},
-                                                        {"dense:foo=1", "resolvent options are gate=G"}}) {
+                                                        {"dense:gate=1.5", "resolvent key 'gate' must be a number in [0, 1]"},
+                                                        {"dense:gate=x", "resolvent key 'gate' must be a number"},
+                                                        {"dense:foo=1", "unknown resolvent key 'foo'; known: gate"}}) {
     try {
       ResolventOptions opt;
       mixlab::resolvent_spec_parse("resolvent:" + args, args, opt);

@@ -147,7 +147,7 @@ TEST_P(AffineMembers, GradcheckInput) {
 }
 
 TEST_P(AffineMembers, FactoryAndSpec) {
-  // The registry (src/mixers/registry.cpp) forwards "<name>[:chunk]" to affine_mixer_create.
+  // The registry (src/registry/registry.cpp) forwards "<name>[:chunk]" to affine_mixer_create.
   const std::string name = affine_member_info(member()).name;
   MixerDims dims;
   dims.d_model = 8;

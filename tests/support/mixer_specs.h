@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 
 namespace mixlab::testing {
 

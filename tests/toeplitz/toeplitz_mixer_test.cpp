@@ -60,12 +60,12 @@ TEST(ToeplitzMixer, SpecParsing) {
   EXPECT_EQ(o.kernel, 3);
   EXPECT_EQ(ToeplitzMixer("", dims(12, 3, 16)).spec(), "toeplitz:heads=3:kernel=1");
   EXPECT_EQ(ToeplitzMixer("heads=2:kernel=3", dims(12, 3, 16)).spec(), "toeplitz:heads=2:kernel=3");
-  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=0"); }, "heads must be a positive integer in [1, ");
-  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=x"); }, "heads must be a positive integer, got 'x'");
-  expect_error([] { mixlab::toeplitz_mixer_options_parse("width=3"); }, "unknown key 'width'");
-  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=2:heads=3"); }, "heads given twice");
-  expect_error([] { mixlab::toeplitz_mixer_options_parse("4"); }, "expected key=value");
-  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=2:"); }, "trailing ':'");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=0"); }, "toeplitz key 'heads' must be a positive integer in [1, ");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=x"); }, "toeplitz key 'heads' must be a positive integer, got 'x'");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("width=3"); }, "unknown toeplitz key 'width'");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=2:heads=3"); }, "toeplitz key 'heads' is given twice");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("4"); }, "toeplitz arguments are key=value items");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=2:"); }, "empty item");
   expect_error([] { ToeplitzMixer("heads=5", dims(12, 3, 16)); }, "d_model C = 12 is not divisible by heads H = 5");
   expect_error([] { ToeplitzMixer("heads=4:kernel=5", dims(12, 3, 16)); }, "wider than the head dim");
 }

@@ -37,7 +37,7 @@
 #include <memory>
 #include <vector>
 
-#include "mixlab/core/fail.h"
+#include "mixlab/core/error.h"
 #include "mixlab/dist/dist_env.h"
 
 namespace mixlab {

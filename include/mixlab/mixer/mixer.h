@@ -3,9 +3,9 @@
 // A mixer maps x (B,T,C) -> y (B,T,C) causally, and can decode one token at a time:
 //   auto state = mixer->init_state(B);
 //   for t: y_t = mixer->step(*state, x_t (B,C));   // equals forward(x)[:, t] (tested per mixer)
-// Mixers are created from spec strings through the registry (mixlab/mixers/registry.h).
+// Mixers are created from spec strings through the registry (mixlab/registry/registry.h).
 //
-// The decode engine (the same five calls for every mixer; tests/mixers/decode_engine_test.cpp
+// The decode engine (the same five calls for every mixer; tests/registry/decode_engine_test.cpp
 // runs each on every registered spec):
 //   prefill(state, x (B,T,C)) -> y (B,T,C)   a chunk of T tokens at once; equals forward over the
 //                                            whole prefix, so a prompt can be fed in chunks of any

@@ -51,7 +51,7 @@ struct ModelDims {
 /// Builds one mixer per block (called `layers` times, in block order).
 using MixerFactory = std::function<MixerPtr(const MixerDims&)>;
 
-/// A factory that creates `spec` through the mixer registry (mixlab/mixers/registry.h).
+/// A factory that creates `spec` through the mixer registry (mixlab/registry/registry.h).
 MixerFactory mixer_factory_from_spec(const std::string& spec);
 
 class Block : public torch::nn::Module {

@@ -27,7 +27,7 @@
 //   v = u_t = silu(W_in x_t), g = Δ_t a (a = -exp(A_log) per (head, n)); y = o + D u, gated by
 //   silu(z). Δ_t is ONE softplus per head (Mamba-2 style), which keeps the decay diagonal on the
 //   key (state) axis; S6's per-channel Δ would make the decay depend on (n, channel) and is not
-//   supported here (the `ssm` mixer, mixlab/resolvent/ssm.h, has it). No depthwise convolution.
+//   supported here (the `ssm` mixer, mixlab/scan/ssm.h, has it). No depthwise convolution.
 // member mlstm — mLSTM, xLSTM's matrix memory (Beck 2024); kernel diag_decay (scalar), row kMlstm
 //   f_t = sigmoid(.) forget gate (log f = logsigmoid), input gate i_t = sigmoid(.) (the stabilised
 //   form used here: a bounded input gate instead of exp(i~) with a running max m_t, so the state
@@ -69,7 +69,7 @@ struct AffineMemberInfo {
   const char* name;  // spec family name
   AffineKernel kernel;
   bool normaliser;  // v carries an extra ones column (Dv' = Dv + 1)
-  // No description here: `mixlab mixers` prints the registry's (src/mixers/registry.cpp), the
+  // No description here: `mixlab mixers` prints the registry's (src/registry/registry.cpp), the
   // only one a user sees; a second copy here had drifted ("O(D^2)" against "O(1) per token").
 };
 

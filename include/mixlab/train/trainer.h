@@ -9,20 +9,8 @@
 // pure function of (task, seed, s) (tasks.h). With one intra-op thread, N steps in one run and
 // N/2 steps + --resume + N/2 steps give bit-identical parameters (tested).
 //
-// Checkpoint file (format version 2): one header line
-//   "mixlab-checkpoint 2 <payload bytes> <FNV-1a 64 checksum of the payload, 16 hex digits>\n"
-// then the payload, a torch::serialize archive with the entries below. It is written with
-// atomic_write_file (unique temp name, checked writes, fsync, rename, fsync of the directory).
-// Loading reads the file once, checks the header, the size and the checksum, then the entries:
-//   format     "mixlab-checkpoint-1"
-//   config     the resolved config as JSON text (config_to_json)
-//   step       steps completed
-//   model      the DecoderModel's parameters and buffers
-//   optimizer  AdamW state (moments, step counts, param-group options)
-//   rng        the global CPU generator state (tasks draw from their own seed streams)
-// Loading checks every entry; a missing, truncated, corrupt or mismatched file throws
-// mixlab::Error naming the file and the problem. A checkpoint whose parameters are not all
-// finite is never written (checkpoint_save throws; the previous file is kept).
+// Checkpoints: the file format is mixlab/train/checkpoint.h. A checkpoint whose parameters are
+// not all finite is never written (checkpoint_save throws; the previous file is kept).
 //
 // Divergence: a non-finite loss or gradient norm stops the run with NonFiniteError before the
 // optimiser step, so the weights and the last checkpoint stay finite. TrainOptions::skip_nonfinite
@@ -56,9 +44,9 @@
 #include <string>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
 #include "mixlab/dist/gradient_reducer.h"
 #include "mixlab/model/model.h"
+#include "mixlab/train/checkpoint.h"
 #include "mixlab/train/config.h"
 #include "mixlab/train/tasks.h"
 
@@ -66,12 +54,6 @@ namespace mixlab {
 
 class DataParallel;
 class GradientReducer;
-
-/// Training produced a non-finite loss or gradient (the CLI exits with code 4).
-class NonFiniteError : public Error {
- public:
-  using Error::Error;
-};
 
 struct EvalResult {
   double loss = 0;        // mean cross-entropy per answer token
@@ -138,17 +120,6 @@ struct TrainResult {
   double peer_wait_seconds = 0;
 };
 
-/// A checkpoint read once and verified (header, size, checksum, config, step): `mixlab eval` and
-/// `--resume` read the file a single time and use this.
-struct LoadedCheckpoint {
-  std::string path;
-  std::string payload;  // the torch archive bytes
-  TrainConfig config;
-  int64_t step = 0;
-};
-/// Reads and verifies a checkpoint. Throws mixlab::Error (mixlab::IoError if unreadable).
-LoadedCheckpoint checkpoint_read(const std::string& path);
-
 class Trainer {
  public:
   /// Builds the model (seeded) and optimiser. `factory` defaults to the registry for config.mixer.
@@ -204,9 +175,6 @@ class Trainer {
 
   TrainResult run_loop(const TrainOptions& options);
 };
-
-/// The config stored in a checkpoint (for `mixlab eval`). Throws like checkpoint_load.
-TrainConfig checkpoint_read_config(const std::string& path);
 
 /// Model dims for a config (max_len = config_max_len: the key, or the task's longest sequence).
 ModelDims model_dims_for(const TrainConfig& config);

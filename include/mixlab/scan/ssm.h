@@ -1,4 +1,4 @@
-// mixlab/resolvent/ssm.h — `ssm[:N]`: the diagonal SSM row of seed 000 Table 1, with Mamba's
+// mixlab/scan/ssm.h — `ssm[:N]`: the diagonal SSM row of seed 000 Table 1, with Mamba's
 // parameterisation (seed 000 App. A.4, eq. 21–22), state expansion N (default 16).
 //
 //   u, z = in_proj(x)                         (B,T,C) each
@@ -9,7 +9,7 @@
 //
 // In the Y = (I−B)⁻¹ A X view each (c,n) is an order:1 recurrence with α_tt = Δ_t b_t,
 // β_t,t−1 = exp(Δ_t a) (eq. 22). forward, prefill and step run it through the fused selective
-// scan (mixlab/resolvent/selective_scan.h), O(T·C·N) without (B,T,C,N) tensors; its tests
+// scan (mixlab/scan/selective_scan.h), O(T·C·N) without (B,T,C,N) tensors; its tests
 // compare it with the order:1 resolvent op and with a plain loop. Decode: O(C·N) per token,
 // state (B,C,N), no growth; a float/double step runs its projections on raw rows
 // (core/row_kernels.h), equal to forward to float rounding.

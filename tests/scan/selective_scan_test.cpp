@@ -1,13 +1,11 @@
 // The fused selective scan against its plain reference (forward, backward, with and without an
-// initial state), against the order:1 resolvent op it replaces in the ssm mixer, a
-// finite-difference gradient check in double, decode rows, and bad input.
-#include "mixlab/resolvent/selective_scan.h"
+// initial state), a finite-difference gradient check in double, decode rows, and bad input.
+#include "mixlab/scan/selective_scan.h"
 
 #include <gtest/gtest.h>
 
 #include "mixlab/core/error.h"
-#include "mixlab/resolvent/resolvent.h"
-#include "mixlab/resolvent/ssm.h"
+#include "mixlab/scan/ssm.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 
@@ -59,21 +57,6 @@ TEST(SelectiveScan, ForwardAndBackwardEqualTheReference) {
         EXPECT_TRUE(all_close(g[i], g_ref[i], 10 * tol, 10 * tol)) << "gradient of " << names[i] << " T=" << T;
     }
   }
-}
-
-// The recurrence is the order:1 resolvent row of seed 000 eq. 22 (the ssm mixer's former path):
-// heads C·N of dim 1, α_tt = Δ_t b_t[n], β_{t,t-1} = exp(Δ_t a[c,n]), x_t = u_t[c].
-TEST(SelectiveScan, EqualsTheOrder1ResolventOp) {
-  torch::manual_seed(1);
-  const int64_t B = 2, T = 9, C = 4, N = 3;
-  auto in = random_inputs(B, T, C, N, torch::kFloat64, false);
-  auto decay = torch::exp(in.delta.unsqueeze(-1) * in.a);   // (B,T,C,N)
-  auto input = in.delta.unsqueeze(-1) * in.b.unsqueeze(2);  // (B,T,C,N)
-  auto rows = [&](const Tensor& t) { return t.permute({0, 2, 3, 1}).reshape({B, C * N, T, 1}); };
-  auto xs = in.u.transpose(1, 2).unsqueeze(2).expand({B, C, N, T}).reshape({B, C * N, T, 1});
-  auto h = mixlab::resolvent_forward(rows(input), rows(decay), xs, mixlab::Pattern::parse("order:1"));
-  auto y_op = (h.view({B, C, N, T}).permute({0, 3, 1, 2}) * in.c.unsqueeze(2)).sum(-1) + in.d * in.u;
-  EXPECT_TRUE(all_close(fused(in.list()), y_op, 1e-11, 1e-11));
 }
 
 TEST(SelectiveScan, GradcheckInDouble) {

@@ -1,5 +1,5 @@
 // The ssm mixer computes through the order:1 resolvent op; these pin its edge lengths.
-#include "mixlab/resolvent/ssm.h"
+#include "mixlab/scan/ssm.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Every registered mixer: creation from its spec, shapes, causality, step == forward row by row,
 // state memory reporting; and registry errors.
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 
 #include <gtest/gtest.h>
 
@@ -121,9 +121,10 @@ TEST(Registry, ErrorsNameTheSpec) {
   expect_msg("local:0", "positive integer");
   expect_msg("local:x", "positive integer");
   expect_msg("ssm:abc", "positive integer");
-  expect_msg("resolvent:dense:gate=1", "mixer spec 'resolvent:dense:gate=1': gate must be strictly between 0 and 1");
+  expect_msg("resolvent:dense:gate=1",
+             "mixer spec 'resolvent:dense:gate=1': resolvent key 'gate' must be strictly between 0 and 1");
   expect_msg("resolvent:gate=0.5", "resolvent needs a pattern");
-  expect_msg("resolvent:dense:bogus=1", "resolvent options are gate=G");
+  expect_msg("resolvent:dense:bogus=1", "unknown resolvent key 'bogus'; known: gate");
   EXPECT_NO_THROW(mixlab::mixer_create("resolvent:pow2+cache:gate=mamba2", small_dims()));
   EXPECT_EQ(mixlab::mixer_create("resolvent:order:4:gate=0.2", small_dims())->spec(), "resolvent:order:4");
   mixlab::MixerDims odd = small_dims();

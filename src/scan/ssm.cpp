@@ -1,4 +1,4 @@
-#include "mixlab/resolvent/ssm.h"
+#include "mixlab/scan/ssm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/core/row_kernels.h"
 #include "mixlab/core/tensor_checks.h"
-#include "mixlab/resolvent/selective_scan.h"
+#include "mixlab/scan/selective_scan.h"
 
 namespace mixlab {
 

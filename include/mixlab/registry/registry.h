@@ -1,4 +1,4 @@
-// mixlab/mixers/registry.h — spec string -> mixer, and the list `mixlab mixers` prints.
+// mixlab/registry/registry.h — spec string -> mixer, and the list `mixlab mixers` prints.
 //
 // Spec grammar (one for every family): "<family>" or "<family>:<args>" with non-empty <args>.
 // An empty spec, an unknown family and a trailing ':' ("local:", "ssm:", "local:8:") are

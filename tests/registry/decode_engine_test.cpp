@@ -14,7 +14,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/mixer/state_io.h"
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 #include "support/mixer_specs.h"

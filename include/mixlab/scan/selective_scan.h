@@ -1,4 +1,4 @@
-// mixlab/resolvent/selective_scan.h — the fused selective scan of the `ssm` mixer (Mamba's
+// mixlab/scan/selective_scan.h — the fused selective scan of the `ssm` mixer (Mamba's
 // diagonal SSM, seed 000 App. A.4, eq. 21–22), without materialising the (B,T,C,N) tensors.
 //
 //   h_t[c,n] = exp(Δ_t[c] a[c,n]) h_{t-1}[c,n] + Δ_t[c] b_t[n] u_t[c]        h_{-1} = h0 (or 0)

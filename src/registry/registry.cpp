@@ -1,17 +1,16 @@
 // The mixer registry: one row per family. Adding a family = one enum value + one table row; the
 // static_assert below breaks the build when the two disagree.
-#include "mixlab/mixers/registry.h"
+#include "mixlab/registry/registry.h"
 
 #include <iterator>
 
 #include "mixlab/attention/attention.h"
 #include "mixlab/brl/brl_mixer.h"
 #include "mixlab/core/error.h"
-#include "mixlab/core/fail.h"
-#include "mixlab/core/parse_number.h"
+#include "mixlab/core/spec_args.h"
 #include "mixlab/psm/tpsm.h"
 #include "mixlab/resolvent/resolvent_mixer.h"
-#include "mixlab/resolvent/ssm.h"
+#include "mixlab/scan/ssm.h"
 #include "mixlab/scan/affine_mixer.h"
 #include "mixlab/toeplitz/toeplitz_mixer.h"
 
@@ -45,33 +44,29 @@ struct FamilyRow {
   Factory create;
 };
 
-// Spec arguments are sizes (windows, state sizes, chunks): 2^24 is far above any useful one.
-constexpr int64_t kMaxSpecInt = int64_t{1} << 24;
-
-void no_args(const std::string& spec, const std::string& args, const char* family) {
-  MIXLAB_CHECK(args.empty(), "mixer spec '{}': '{}' takes no arguments, got ':{}'", spec, family, args);
-}
-
-int64_t positive_arg(const std::string& spec, const std::string& args, const char* what) {
-  return parse_positive_int(args, fmt::format("mixer spec '{}': {}", spec, what), kMaxSpecInt);
+// A family whose one argument is a size ("local:16", "ssm:8"), read through the spec grammar;
+// `fallback` when the spec has none.
+int64_t size_arg(const std::string& spec, const std::string& args, const char* family, const char* what,
+                 int64_t fallback) {
+  return SpecArgs(mixer_spec_context(spec), family, args, {}, 1).positional_integer(0, what, fallback, 1, kSpecMaxInt);
 }
 
 const FamilyRow kFamilies[] = {
     {MixerFamily::kAttention,
      {"attention", "attention", "causal softmax attention with RoPE; O(n) per token, O(n) cache"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
-       no_args(spec, args, "attention");
+       SpecArgs(mixer_spec_context(spec), "attention", args, {});  // takes no arguments
        return std::make_shared<AttentionMixer>(dims, 0);
      }},
     {MixerFamily::kLocal,
      {"local", "local[:W]", "sliding-window attention over the W previous tokens (default W=8); O(W) per token"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
-       return std::make_shared<AttentionMixer>(dims, args.empty() ? 8 : positive_arg(spec, args, "window W"));
+       return std::make_shared<AttentionMixer>(dims, size_arg(spec, args, "local", "window W", 8));
      }},
     {MixerFamily::kSsm,
      {"ssm", "ssm[:N]", "diagonal SSM, Mamba parameterisation (seed 000 eq. 21-22), state expansion N (default 16)"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
-       return std::make_shared<SsmMixer>(dims, args.empty() ? 16 : positive_arg(spec, args, "state size N"));
+       return std::make_shared<SsmMixer>(dims, size_arg(spec, args, "ssm", "state size N", 16));
      }},
     {MixerFamily::kResolvent,
      {"resolvent", "resolvent:<pattern spec>[:gate=G|mamba2]",

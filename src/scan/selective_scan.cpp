@@ -1,11 +1,11 @@
-// The fused selective scan (mixlab/resolvent/selective_scan.h): forward, backward, decode step,
+// The fused selective scan (mixlab/scan/selective_scan.h): forward, backward, decode step,
 // and the plain reference.
 //
 // Loop order: one batch row at a time, t outermost, then the state index n, then channels c
 // innermost (the vector lanes). b_t[n] and c_t[n] are scalars of the channel loop, u_t, Δ_t and
 // the rows of a^T are contiguous over c, and the N·C state lives in one small buffer (4 KiB at
 // C = 64, N = 16 in float32).
-#include "mixlab/resolvent/selective_scan.h"
+#include "mixlab/scan/selective_scan.h"
 
 #include <ATen/Parallel.h>
 
