@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "flash_kernels.h"
-#include "mixlab/core/cpu_isa.h"
+#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/core/thread_scratch.h"
@@ -22,8 +22,6 @@
 namespace mixlab {
 
 namespace {
-
-thread_local int composed_guards = 0;
 
 namespace fk = detail::flash;
 using torch::autograd::AutogradContext;
@@ -80,17 +78,9 @@ struct Kernels {
 
 template <typename E>
 Kernels<E> kernels_for(CpuIsa isa) {
-#if defined(__x86_64__)
-  switch (isa) {
-    case CpuIsa::kAvx512:
-      return {fk::avx512::attention, fk::avx512::attention_backward};
-    case CpuIsa::kAvx2:
-      return {fk::avx2::attention, fk::avx2::attention_backward};
-    case CpuIsa::kGeneric:
-      break;
-  }
-#endif
-  return {fk::generic::attention, fk::generic::attention_backward};
+#define MIXLAB_FLASH_KERNELS(ns) Kernels<E>{fk::ns::attention, fk::ns::attention_backward}
+  return MIXLAB_ISA_SELECT(isa, MIXLAB_FLASH_KERNELS);
+#undef MIXLAB_FLASH_KERNELS
 }
 
 // Unit column stride (any batch, head and row strides).
@@ -203,9 +193,6 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
 
 }  // namespace
 
-ComposedAttentionGuard::ComposedAttentionGuard() { ++composed_guards; }
-ComposedAttentionGuard::~ComposedAttentionGuard() { --composed_guards; }
-
 bool causal_attention_is_native(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   const auto dtype = q.scalar_type();
   if (dtype != torch::kFloat && dtype != torch::kDouble) return false;
@@ -217,7 +204,7 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
   const Dims d = check_attention(q, k, v);
   MIXLAB_CHECK(window >= 0, "causal_attention: window must be >= 0 (0: every earlier key; W: the last W keys), got {}",
                window);
-  if (composed_guards > 0 || !causal_attention_is_native(q, k, v)) return composed(q, k, v, d, window);
+  if (ComposedAttentionGuard::active() || !causal_attention_is_native(q, k, v)) return composed(q, k, v, d, window);
   return CausalAttentionFunction::apply(q, k, v, window)[0];
 }
 

@@ -13,14 +13,14 @@
 
 #include <cstdint>
 
-namespace mixlab::detail::flash {
+#include "mixlab/core/isa_dispatch.h"
 
-constexpr int64_t kVectorBytes = 64;
+namespace mixlab::detail::flash {
 
 /// Lanes per vector for element type E (16 float, 8 double). The kernels need D % lanes == 0.
 template <typename E>
 constexpr int64_t lanes() {
-  return kVectorBytes / static_cast<int64_t>(sizeof(E));
+  return vector_lanes<E>();
 }
 
 /// Query rows per block and keys per block (4 vectors of keys).
@@ -85,16 +85,9 @@ int64_t backward_work_elements(int64_t T, int64_t S, int64_t D) {
   return 2 * D * keys + 2 * kQueryRows * nk + 2 * nk * D + T;
 }
 
-#define MIXLAB_FLASH_DECLARE(isa)                              \
-  namespace isa {                                              \
-  void attention(const AttentionRows<float>& r);               \
-  void attention(const AttentionRows<double>& r);              \
-  void attention_backward(const AttentionGradRows<float>& r);  \
-  void attention_backward(const AttentionGradRows<double>& r); \
-  }
-MIXLAB_FLASH_DECLARE(generic)
-MIXLAB_FLASH_DECLARE(avx2)
-MIXLAB_FLASH_DECLARE(avx512)
-#undef MIXLAB_FLASH_DECLARE
+MIXLAB_DECLARE_PER_ISA(void attention(const AttentionRows<float>& r);
+                       void attention(const AttentionRows<double>& r);
+                       void attention_backward(const AttentionGradRows<float>& r);
+                       void attention_backward(const AttentionGradRows<double>& r);)
 
 }  // namespace mixlab::detail::flash

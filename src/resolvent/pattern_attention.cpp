@@ -22,8 +22,6 @@ using torch::autograd::variable_list;
 
 namespace {
 
-thread_local int composed_guards = 0;
-
 // Fixed for one call; the kernels below get it and contain no checks.
 template <typename scalar_t>
 struct AttentionParams {
@@ -253,9 +251,6 @@ class PatternAttentionFunction : public torch::autograd::Function<PatternAttenti
 
 }  // namespace
 
-ComposedPatternAttentionGuard::ComposedPatternAttentionGuard() { ++composed_guards; }
-ComposedPatternAttentionGuard::~ComposedPatternAttentionGuard() { --composed_guards; }
-
 PatternAttention pattern_attention(const Tensor& q, const Tensor& k, const Pattern& pattern, bool with_diagonal,
                                    double rope_base, const ResolventState* past, int past_key_channel) {
   const char* fn = "pattern_attention";
@@ -264,7 +259,7 @@ PatternAttention pattern_attention(const Tensor& q, const Tensor& k, const Patte
                "{}: RoPE needs an even head dim D, got q of shape {} (pass rope_base <= 0 for no rotation)", fn,
                shape_string(q));
   MIXLAB_CHECK(std::isfinite(rope_base), "{}: rope_base must be finite, got {}", fn, rope_base);
-  if (composed_guards > 0) {
+  if (ComposedPatternAttentionGuard::active()) {
     const int64_t t0 = past ? past->position() : 0;
     auto qr = rope_base > 0 ? rope_apply(q, t0, rope_base) : q;
     auto kr = rope_base > 0 ? rope_apply(k, t0, rope_base) : k;

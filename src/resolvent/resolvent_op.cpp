@@ -4,7 +4,7 @@
 
 #include <unordered_map>
 
-#include "mixlab/core/cpu_isa.h"
+#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/resolvent/resolvent.h"
@@ -279,8 +279,6 @@ bool use_avx2() {
 #endif
 }
 
-thread_local int plain_loops_guards = 0;
-
 // The forward's loops for one call, picked on the calling thread (cpu_isa() may throw and the
 // guard is per thread: both outside the parallel region).
 struct ForwardLoops {
@@ -295,7 +293,7 @@ ForwardLoops forward_loops(const detail::ResolventParams<scalar_t>& base) {
   l.avx2 = use_avx2();
   l.rows = cpu_isa();
   // The BLAS-3 block solve stays first where it applies (wide contiguous windows).
-  l.use_rows = plain_loops_guards == 0 && detail::resolvent_rows::supports<scalar_t>(base.D) &&
+  l.use_rows = !ResolventPlainLoopsGuard::active() && detail::resolvent_rows::supports<scalar_t>(base.D) &&
                !detail::dense_blocks_apply(base);
   return l;
 }
@@ -307,20 +305,14 @@ void forward_slices_isa(const ForwardLoops& loops, const detail::ResolventParams
   namespace rk = detail::resolvent_rows;
   if (loops.use_rows) {
     const rk::RowFlags flags{base.WA > 1, base.WB > 0, in.gate.numel() > 0};
+    using SliceFn = void (*)(const detail::ResolventParams<scalar_t>&, rk::RowFlags, scalar_t*);
+#define MIXLAB_RESOLVENT_ROWS(ns) static_cast<SliceFn>(rk::ns::forward_slice)
+    const SliceFn slice = MIXLAB_ISA_SELECT(loops.rows, MIXLAB_RESOLVENT_ROWS);
+#undef MIXLAB_RESOLVENT_ROWS
     for (int64_t bh = begin; bh < end; ++bh) {
       const auto p = in.at(base, bh);
       scalar_t* yb = y + bh * base.T * base.D;
-#if defined(__x86_64__)
-      if (loops.rows == CpuIsa::kAvx512) {
-        rk::avx512::forward_slice(p, flags, yb);
-        continue;
-      }
-      if (loops.rows == CpuIsa::kAvx2) {
-        rk::avx2::forward_slice(p, flags, yb);
-        continue;
-      }
-#endif
-      rk::generic::forward_slice(p, flags, yb);
+      slice(p, flags, yb);
     }
     return;
   }
@@ -572,8 +564,5 @@ Tensor resolvent_step(ResolventState& state, const Tensor& alpha_t, const Tensor
   state.append(x.unsqueeze(2), y.unsqueeze(2), extras);
   return y;
 }
-
-ResolventPlainLoopsGuard::ResolventPlainLoopsGuard() { ++plain_loops_guards; }
-ResolventPlainLoopsGuard::~ResolventPlainLoopsGuard() { --plain_loops_guards; }
 
 }  // namespace mixlab

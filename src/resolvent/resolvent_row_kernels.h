@@ -18,16 +18,17 @@
 
 #include <cstdint>
 
+#include "mixlab/core/isa_dispatch.h"
+
 #include "resolvent_kernel.h"
 
 namespace mixlab::detail::resolvent_rows {
 
-constexpr int64_t kVectorBytes = 64;
 
 /// Lanes per vector for element type E (16 float, 8 double).
 template <typename E>
 constexpr int64_t lanes() {
-  return kVectorBytes / static_cast<int64_t>(sizeof(E));
+  return vector_lanes<E>();
 }
 
 /// Whether forward_slice supports head dim D for element type E.
@@ -44,14 +45,7 @@ struct RowFlags {
   bool gated = false;  // p.gate set
 };
 
-#define MIXLAB_RESOLVENT_ROWS_DECLARE(isa)                                         \
-  namespace isa {                                                                  \
-  void forward_slice(const ResolventParams<float>& p, RowFlags flags, float* y);   \
-  void forward_slice(const ResolventParams<double>& p, RowFlags flags, double* y); \
-  }
-MIXLAB_RESOLVENT_ROWS_DECLARE(generic)
-MIXLAB_RESOLVENT_ROWS_DECLARE(avx2)
-MIXLAB_RESOLVENT_ROWS_DECLARE(avx512)
-#undef MIXLAB_RESOLVENT_ROWS_DECLARE
+MIXLAB_DECLARE_PER_ISA(void forward_slice(const ResolventParams<float>& p, RowFlags flags, float* y);
+                       void forward_slice(const ResolventParams<double>& p, RowFlags flags, double* y);)
 
 }  // namespace mixlab::detail::resolvent_rows

@@ -13,17 +13,10 @@
 #include <vector>
 
 #include "affine_fused_kernels.h"
-#include "mixlab/core/cpu_isa.h"
+#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/error.h"
 
 namespace mixlab {
-
-namespace {
-thread_local int composed_guards = 0;
-}  // namespace
-
-ComposedAffineGuard::ComposedAffineGuard() { ++composed_guards; }
-ComposedAffineGuard::~ComposedAffineGuard() { --composed_guards; }
 
 namespace detail {
 namespace {
@@ -42,17 +35,10 @@ struct Kernels {
 template <typename E>
 Kernels<E> kernels_for(Isa chosen) {
   namespace f = affine_fused;
-  switch (chosen) {
-    case Isa::kAvx512:
-      return {f::avx512::diag_decay, f::avx512::diag_decay_backward, f::avx512::delta_rule,
-              f::avx512::delta_rule_backward};
-    case Isa::kAvx2:
-      return {f::avx2::diag_decay, f::avx2::diag_decay_backward, f::avx2::delta_rule, f::avx2::delta_rule_backward};
-    case Isa::kGeneric:
-      break;
-  }
-  return {f::generic::diag_decay, f::generic::diag_decay_backward, f::generic::delta_rule,
-          f::generic::delta_rule_backward};
+#define MIXLAB_AFFINE_KERNELS(ns) \
+  Kernels<E>{f::ns::diag_decay, f::ns::diag_decay_backward, f::ns::delta_rule, f::ns::delta_rule_backward}
+  return MIXLAB_ISA_SELECT(chosen, MIXLAB_AFFINE_KERNELS);
+#undef MIXLAB_AFFINE_KERNELS
 }
 
 // The output and the state the kernels write: the state starts as s0 (or zeros).
@@ -321,7 +307,7 @@ AffineResult delta_rule_no_grad(const AffineDims& d, const at::Tensor& q, const 
 
 std::optional<AffineResult> diag_decay_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v, const at::Tensor& g, const at::Tensor& s0) {
-  if (composed_guards > 0) return std::nullopt;
+  if (ComposedAffineGuard::active()) return std::nullopt;
   // A scalar gate passed expanded over Dk (stride 0) stays one factor per token; with gradients
   // it flows back through select and expand.
   const auto g_eff = d.Dk == 1 || g.stride(3) == 0 ? g.select(3, 0) : g;
@@ -333,7 +319,7 @@ std::optional<AffineResult> diag_decay_fused(const AffineDims& d, const at::Tens
 std::optional<AffineResult> delta_rule_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v, const at::Tensor& beta, const at::Tensor& log_alpha,
                                              const at::Tensor& s0) {
-  if (composed_guards > 0) return std::nullopt;
+  if (ComposedAffineGuard::active()) return std::nullopt;
   if (needs_no_gradient({&q, &k, &v, &beta, &log_alpha, &s0}))
     return delta_rule_no_grad(d, q, k, v, beta, log_alpha, s0);
   const auto none = torch::empty({0}, q.options());

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "mixlab/core/isa_dispatch.h"
+
 namespace mixlab::detail::affine_fused {
 
 /// One (batch, head) of S_t = diag(a_t) S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, t = 0..T-1.
@@ -90,20 +92,13 @@ struct DeltaRuleGradRows {
 };
 
 // One set per instruction set; the names are the namespaces of affine_fused_kernels_*.cpp.
-#define MIXLAB_AFFINE_FUSED_DECLARE(isa)                      \
-  namespace isa {                                             \
-  void diag_decay(const DiagDecayRows<float>&);               \
-  void diag_decay(const DiagDecayRows<double>&);              \
-  void diag_decay_backward(const DiagDecayGradRows<float>&);  \
-  void diag_decay_backward(const DiagDecayGradRows<double>&); \
-  void delta_rule(const DeltaRuleRows<float>&);               \
-  void delta_rule(const DeltaRuleRows<double>&);              \
-  void delta_rule_backward(const DeltaRuleGradRows<float>&);  \
-  void delta_rule_backward(const DeltaRuleGradRows<double>&); \
-  }
-MIXLAB_AFFINE_FUSED_DECLARE(generic)
-MIXLAB_AFFINE_FUSED_DECLARE(avx2)
-MIXLAB_AFFINE_FUSED_DECLARE(avx512)
-#undef MIXLAB_AFFINE_FUSED_DECLARE
+MIXLAB_DECLARE_PER_ISA(void diag_decay(const DiagDecayRows<float>&);
+                       void diag_decay(const DiagDecayRows<double>&);
+                       void diag_decay_backward(const DiagDecayGradRows<float>&);
+                       void diag_decay_backward(const DiagDecayGradRows<double>&);
+                       void delta_rule(const DeltaRuleRows<float>&);
+                       void delta_rule(const DeltaRuleRows<double>&);
+                       void delta_rule_backward(const DeltaRuleGradRows<float>&);
+                       void delta_rule_backward(const DeltaRuleGradRows<double>&);)
 
 }  // namespace mixlab::detail::affine_fused

@@ -18,16 +18,16 @@
 
 #include <cstdint>
 
+#include "mixlab/core/isa_dispatch.h"
+
 namespace mixlab::detail::fft_conv {
 
-/// Bytes of one lane group: the vector type of the kernels, whatever the instruction set (GCC
-/// splits it into the set's own registers).
-constexpr int64_t kGroupBytes = 64;
-
-/// Complex lanes per group for element type E (16 float, 8 double).
+/// Complex lanes per group for element type E (16 float, 8 double): one kVectorBytes vector, the
+/// vector type of the kernels whatever the instruction set (GCC splits it into the set's own
+/// registers).
 template <typename E>
 constexpr int64_t group_lanes() {
-  return kGroupBytes / static_cast<int64_t>(sizeof(E));
+  return vector_lanes<E>();
 }
 
 /// The constants of one call: n = the FFT size (a power of two >= 2T), twiddles w^j =
@@ -78,16 +78,9 @@ struct ConvGradRows {
   int64_t T, D, group;
 };
 
-#define MIXLAB_FFT_CONV_DECLARE(isa)                 \
-  namespace isa {                                    \
-  void conv(const ConvRows<float>& r);               \
-  void conv(const ConvRows<double>& r);              \
-  void conv_backward(const ConvGradRows<float>& r);  \
-  void conv_backward(const ConvGradRows<double>& r); \
-  }
-MIXLAB_FFT_CONV_DECLARE(generic)
-MIXLAB_FFT_CONV_DECLARE(avx2)
-MIXLAB_FFT_CONV_DECLARE(avx512)
-#undef MIXLAB_FFT_CONV_DECLARE
+MIXLAB_DECLARE_PER_ISA(void conv(const ConvRows<float>& r);
+                       void conv(const ConvRows<double>& r);
+                       void conv_backward(const ConvGradRows<float>& r);
+                       void conv_backward(const ConvGradRows<double>& r);)
 
 }  // namespace mixlab::detail::fft_conv

@@ -13,8 +13,6 @@ namespace mixlab {
 
 namespace {
 
-thread_local int composed_fft_guards = 0;
-
 /// Sizes validated once at the boundary; the paths below assume them.
 struct ToeplitzDims {
   int64_t B = 0, H = 0, T = 0, D = 0, Tmax = 0;
@@ -147,9 +145,6 @@ void reference_backward_kernel(const torch::Tensor& t, const torch::Tensor& x, c
 
 }  // namespace
 
-ComposedToeplitzFftGuard::ComposedToeplitzFftGuard() { ++composed_fft_guards; }
-ComposedToeplitzFftGuard::~ComposedToeplitzFftGuard() { --composed_fft_guards; }
-
 const char* toeplitz_path_name(ToeplitzPath path) {
   switch (path) {
     case ToeplitzPath::kAuto:
@@ -180,7 +175,7 @@ torch::Tensor toeplitz_forward(const torch::Tensor& t, const torch::Tensor& x, c
   torch::Tensor y;
   switch (toeplitz_path_resolve(path, d.T)) {
     case ToeplitzPath::kFft:
-      if (composed_fft_guards == 0) return detail::toeplitz_fft_native(t, x, bias, toeplitz_fft_size(d.T));
+      if (!ComposedToeplitzFftGuard::active()) return detail::toeplitz_fft_native(t, x, bias, toeplitz_fft_size(d.T));
       y = toeplitz_fft_composed(t, x, d);
       break;
     case ToeplitzPath::kMaterialized:

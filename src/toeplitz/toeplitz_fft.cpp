@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "fft_conv_kernels.h"
-#include "mixlab/core/cpu_isa.h"
+#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/thread_scratch.h"
 
@@ -36,17 +36,9 @@ struct Kernels {
 
 template <typename E>
 Kernels<E> kernels_for(CpuIsa isa) {
-#if defined(__x86_64__)
-  switch (isa) {
-    case CpuIsa::kAvx512:
-      return {fc::avx512::conv, fc::avx512::conv_backward};
-    case CpuIsa::kAvx2:
-      return {fc::avx2::conv, fc::avx2::conv_backward};
-    case CpuIsa::kGeneric:
-      break;
-  }
-#endif
-  return {fc::generic::conv, fc::generic::conv_backward};
+#define MIXLAB_FFT_CONV_KERNELS(ns) Kernels<E>{fc::ns::conv, fc::ns::conv_backward}
+  return MIXLAB_ISA_SELECT(isa, MIXLAB_FFT_CONV_KERNELS);
+#undef MIXLAB_FFT_CONV_KERNELS
 }
 
 // Twiddles (2, n/2) (w^j = exp(-2 pi i j / n), re row then im row) and the bit-reversal

@@ -25,6 +25,8 @@
 // Not supported: dropout, ALiBi, grouped-query heads, non-causal masks other than the window.
 #pragma once
 
+#include "mixlab/core/reference_guard.h"
+
 #include <torch/torch.h>
 
 namespace mixlab {
@@ -33,13 +35,7 @@ namespace mixlab {
 constexpr int64_t kAttentionTile = 1024;
 
 /// While one is alive on this thread, causal_attention runs the composed LibTorch form.
-class ComposedAttentionGuard {
- public:
-  ComposedAttentionGuard();
-  ~ComposedAttentionGuard();
-  ComposedAttentionGuard(const ComposedAttentionGuard&) = delete;
-  ComposedAttentionGuard& operator=(const ComposedAttentionGuard&) = delete;
-};
+using ComposedAttentionGuard = ReferenceGuard<struct CausalAttentionOp>;
 
 /// See the file header. Throws mixlab::Error naming the argument for undefined or non-CPU
 /// tensors, wrong ranks, mismatched B, H, D or dtypes, v not shaped like k, T = 0, fewer keys

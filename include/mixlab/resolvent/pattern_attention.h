@@ -34,6 +34,7 @@
 
 #include "mixlab/pattern/pattern.h"
 #include "mixlab/resolvent/resolvent.h"
+#include "mixlab/core/reference_guard.h"
 
 namespace mixlab {
 
@@ -45,13 +46,7 @@ struct PatternAttention {
 
 /// While one is alive on this thread, pattern_attention runs rope_apply → pattern_scores →
 /// pattern_softmax (the form before the fused op).
-class ComposedPatternAttentionGuard {
- public:
-  ComposedPatternAttentionGuard();
-  ~ComposedPatternAttentionGuard();
-  ComposedPatternAttentionGuard(const ComposedPatternAttentionGuard&) = delete;
-  ComposedPatternAttentionGuard& operator=(const ComposedPatternAttentionGuard&) = delete;
-};
+using ComposedPatternAttentionGuard = ReferenceGuard<struct PatternAttentionOp>;
 
 /// See the file header. rope_base <= 0 disables the rotation. Throws mixlab::Error naming the
 /// argument for bad shapes, dtypes, devices, odd D with RoPE, or a state that does not match.

@@ -55,6 +55,7 @@
 
 #include "mixlab/mixer/mixer.h"
 #include "mixlab/pattern/pattern.h"
+#include "mixlab/core/reference_guard.h"
 
 namespace mixlab {
 
@@ -73,13 +74,7 @@ torch::Tensor resolvent_forward(const torch::Tensor& alpha, const torch::Tensor&
 /// register kernels that take every D that is a multiple of 16 (float) or 8 (double) otherwise.
 /// Both compute the same sums in the same order; the guard exists so that tests compare them and
 /// benchmarks time both in one run (the `plain` rows of bench_resolvent).
-class ResolventPlainLoopsGuard {
- public:
-  ResolventPlainLoopsGuard();
-  ~ResolventPlainLoopsGuard();
-  ResolventPlainLoopsGuard(const ResolventPlainLoopsGuard&) = delete;
-  ResolventPlainLoopsGuard& operator=(const ResolventPlainLoopsGuard&) = delete;
-};
+using ResolventPlainLoopsGuard = ReferenceGuard<struct ResolventRegisterKernelOp>;
 
 /// The plain reference: builds dense A and B (B,H,T,T) from the coefficients (per channel when
 /// gated: (B,H,D,T,T)) and calls torch::linalg_solve_triangular, as seed 000 did. O(T²) memory,

@@ -56,6 +56,8 @@
 // non-diagonal E other than the delta-rule projector, decays > 1 (log decay > 0).
 #pragma once
 
+#include "mixlab/core/reference_guard.h"
+
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -64,13 +66,7 @@ namespace mixlab {
 
 /// While one is alive on this thread, the chunked and recurrent forms run their LibTorch
 /// composition instead of the fused kernels (with or without gradients).
-class ComposedAffineGuard {
- public:
-  ComposedAffineGuard();
-  ~ComposedAffineGuard();
-  ComposedAffineGuard(const ComposedAffineGuard&) = delete;
-  ComposedAffineGuard& operator=(const ComposedAffineGuard&) = delete;
-};
+using ComposedAffineGuard = ReferenceGuard<struct FusedAffineOp>;
 
 /// The instruction set the fused kernels run with: "avx512", "avx2" (with FMA) or "generic",
 /// the best this CPU has unless the environment variable MIXLAB_CPU_ISA names a lower one (an

@@ -32,6 +32,8 @@
 // available on LibTorch's CPU build), anti-causal (upper-triangular) lags, T > Tmax.
 #pragma once
 
+#include "mixlab/core/reference_guard.h"
+
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -50,13 +52,7 @@ constexpr int64_t kToeplitzFftCrossoverT = 32;
 
 /// While one is alive on this thread, the FFT path runs LibTorch's rfft/irfft (the form before
 /// the native kernel): the reference of the tests and the "composed" rows of the benchmarks.
-class ComposedToeplitzFftGuard {
- public:
-  ComposedToeplitzFftGuard();
-  ~ComposedToeplitzFftGuard();
-  ComposedToeplitzFftGuard(const ComposedToeplitzFftGuard&) = delete;
-  ComposedToeplitzFftGuard& operator=(const ComposedToeplitzFftGuard&) = delete;
-};
+using ComposedToeplitzFftGuard = ReferenceGuard<struct ToeplitzFftOp>;
 
 /// "fft", "materialized" or "auto".
 const char* toeplitz_path_name(ToeplitzPath path);
