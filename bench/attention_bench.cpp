@@ -5,7 +5,7 @@
 // projections, (T,T) scores, -inf above the diagonal, softmax, product. The plain layer has no
 // RoPE (mixlab's does): mixlab does a little more work. B = 1, C = 128, H = 2 (D = 64), float32.
 // The CPU block cache is installed for all three (a fresh page costs ~3.8 ms/MiB on the VM of
-// docs/BENCHMARKS.md; the (T,T) tensors of the plain layer would measure mostly page faults).
+// docs/log/benchmarks-2026-11.md; the (T,T) tensors of the plain layer would measure mostly page faults).
 //
 //   MIXLAB_THREADS=1 ./build/bench/bench_attention --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>

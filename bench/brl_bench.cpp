@@ -3,7 +3,7 @@
 // decode time per token at a given context, and peak RSS, against T.
 //
 // Peak RSS is per process (getrusage), so run one case per process to read a case's peak:
-//   for f in ...; do ./build/bench/bench_brl --benchmark_filter="^$f\$"; done   (docs/BENCHMARKS.md)
+//   for f in ...; do ./build/bench/bench_brl --benchmark_filter="^$f\$"; done   (docs/log/benchmarks-2026-11.md)
 // bench/bench_brl.sh does that and keeps each case's JSON; `bench_brl --plot=PREFIX --from=DIR`
 // then draws them (PREFIX_time.png, PREFIX_memory.png) without running anything.
 // Mixers are built directly (not through the registry) so the binary links the brl area only.

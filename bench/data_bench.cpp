@@ -1,5 +1,5 @@
 // GPT-2 BPE encode throughput (bytes/s) on the Brown corpus, cold (a fresh tokeniser: every word
-// is merged) and warm (the word cache holds the corpus's words). docs/BENCHMARKS.md (Tokeniser).
+// is merged) and warm (the word cache holds the corpus's words). docs/log/benchmarks-2026-11.md (Tokeniser).
 //
 //   build/bench/bench_data --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>

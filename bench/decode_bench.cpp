@@ -35,8 +35,8 @@
 #include "mixlab/analysis/line_chart.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/threads.h"
-#include "mixlab/registry/registry.h"
 #include "mixlab/model/model.h"
+#include "mixlab/registry/registry.h"
 
 namespace {
 

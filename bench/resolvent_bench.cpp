@@ -1,6 +1,6 @@
 // Benchmarks of the resolvent op (mixlab/resolvent/resolvent.h) against the dense-solve
 // reference in the same run, decode per token with cache bytes, and a large-copy memory
-// bandwidth baseline. Figures and the command line: docs/BENCHMARKS.md (resolvent section).
+// bandwidth baseline. Figures and the command line: docs/log/benchmarks-2026-11.md (resolvent section).
 //
 // Families (use --benchmark_filter):
 //   BM_OpForward/<pattern>/<T>         resolvent_forward, B=1 H=4 D=64, float32

@@ -6,7 +6,7 @@
 //     order1  the ssm mixer's former path: those tensors permuted to (B, C·N, T, 1) and run
 //             through the order:1 resolvent op, then contracted with c
 // Shapes: the compare model's ssm (B = 32, C = 64, N = 16), T = 64 / 256 / 1024.
-// Figures and command: docs/BENCHMARKS.md ("Fused selective scan").
+// Figures and command: docs/log/benchmarks-2026-11.md ("Fused selective scan").
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 

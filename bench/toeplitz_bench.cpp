@@ -2,7 +2,7 @@
 // ComposedToeplitzFftGuard: "FftComposed") vs materialised paths (forward, forward+backward),
 // Toeplitz vs dense causal softmax attention (forward), ToeplitzMixer decode time per token vs
 // context. The CPU block cache is installed, as in the CLI (a fresh page costs ~3.8 ms/MiB here).
-// Report ratios of medians taken in the same run (docs/BENCHMARKS.md (Toeplitz section)).
+// Report ratios of medians taken in the same run (docs/log/benchmarks-2026-11.md (Toeplitz section)).
 //
 //   MIXLAB_THREADS=1 build-toeplitz/bench/bench_toeplitz --benchmark_repetitions=3 \
 //       --benchmark_report_aggregates_only=true

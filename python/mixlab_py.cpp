@@ -31,11 +31,11 @@
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/error.h"
 #include "mixlab/mixer/mixer.h"
-#include "mixlab/registry/registry.h"
 #include "mixlab/pattern/pattern.h"
+#include "mixlab/registry/registry.h"
 #include "mixlab/resolvent/resolvent.h"
-#include "mixlab/scan/selective_scan.h"
 #include "mixlab/scan/affine.h"
+#include "mixlab/scan/selective_scan.h"
 #include "mixlab/toeplitz/toeplitz.h"
 
 namespace py = pybind11;

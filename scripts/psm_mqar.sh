@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # T-PSM on MQAR at T = 256 with c = 64 (four chunks; issue 12's target: >= 95 % with 8 pairs), in
-# two stages (docs/RESULTS.md "Four chunks: start from the two-chunk model"):
+# two stages (docs/log/results-2026-11.md "Four chunks: start from the two-chunk model"):
 #   1. S = 128 from scratch: two chunks, every query of chunk 1 answers through Agg(e, x_0);
 #   2. S = 256 from stage 1's weights (`train --init-from`), a fresh optimiser and schedule.
 # Trained from scratch at 256, or with the length curriculum, the same model stays on the

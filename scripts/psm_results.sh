@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 004's side-by-side on this CPU (issue 12; docs/RESULTS.md "Transformer-PSM beside the
+# Seed 004's side-by-side on this CPU (issue 12; docs/log/results-2026-11.md "Transformer-PSM beside the
 # baselines"): T-PSM, attention, a sliding-window transformer and mamba, trained with identical
 # settings (`mixlab compare --preset psm`) on
 #   s5      the state-tracking task, trained on lengths 4..18, error swept to 180 (Fig. 3);

@@ -162,7 +162,7 @@ def main():
     args = ap.parse_args()
     # Both sides allocate their outputs and temporaries afresh on every call. On this VM a page
     # touched for the first time costs ~3.8 ms/MiB and that cost swings with the host, so without
-    # the block cache the figures measure page faults more than code (docs/BENCHMARKS.md).
+    # the block cache the figures measure page faults more than code (docs/log/benchmarks-2026-11.md).
     cache = "off" if args.no_block_cache else ("on" if mixlab.use_cpu_block_cache() else "off")
     rounds = args.rounds or (3 if args.quick else 5)
     Ts = [1024] if args.quick else [1024, 4096, 16384]

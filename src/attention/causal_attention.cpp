@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "flash_kernels.h"
-#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/core/thread_scratch.h"
 
@@ -78,7 +78,8 @@ struct Kernels {
 
 template <typename E>
 Kernels<E> kernels_for(CpuIsa isa) {
-#define MIXLAB_FLASH_KERNELS(ns) Kernels<E>{fk::ns::attention, fk::ns::attention_backward}
+#define MIXLAB_FLASH_KERNELS(ns) \
+  Kernels<E> { fk::ns::attention, fk::ns::attention_backward }
   return MIXLAB_ISA_SELECT(isa, MIXLAB_FLASH_KERNELS);
 #undef MIXLAB_FLASH_KERNELS
 }

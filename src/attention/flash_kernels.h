@@ -85,8 +85,7 @@ int64_t backward_work_elements(int64_t T, int64_t S, int64_t D) {
   return 2 * D * keys + 2 * kQueryRows * nk + 2 * nk * D + T;
 }
 
-MIXLAB_DECLARE_PER_ISA(void attention(const AttentionRows<float>& r);
-                       void attention(const AttentionRows<double>& r);
+MIXLAB_DECLARE_PER_ISA(void attention(const AttentionRows<float>& r); void attention(const AttentionRows<double>& r);
                        void attention_backward(const AttentionGradRows<float>& r);
                        void attention_backward(const AttentionGradRows<double>& r);)
 

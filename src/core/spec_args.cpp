@@ -98,10 +98,9 @@ size_t SpecArgs::choice(const std::string& key, std::initializer_list<const char
   std::vector<std::string> names(choices.begin(), choices.end());
   for (size_t i = 0; i < names.size(); ++i)
     if (*v == names[i]) return i;
-  const std::string list = names.size() == 2 ? fmt::format("{} or {}", names[0], names[1])
-                                             : fmt::format("{} or {}",
-                                                           fmt::join(names.begin(), names.end() - 1, ", "),
-                                                           names.back());
+  const std::string list = names.size() == 2
+                               ? fmt::format("{} or {}", names[0], names[1])
+                               : fmt::format("{} or {}", fmt::join(names.begin(), names.end() - 1, ", "), names.back());
   MIXLAB_FAIL("{} must be {}, got '{}'", key_context(key), list, *v);
 }
 

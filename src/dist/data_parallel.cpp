@@ -208,7 +208,7 @@ PendingCollective DataParallel::start_all_reduce_sum(torch::Tensor flat, const c
   // Exchange: every rank sends its buffer to every other rank and sums all of them in rank order,
   // so every rank computes the same bits. Gloo's point-to-point messages bypass its collective
   // worker thread and its ring's segments: 0.38 ms against 1.96 ms for 400 KB between two local
-  // processes (bench/allreduce_latency.py, docs/BENCHMARKS.md).
+  // processes (bench/allreduce_latency.py, docs/log/benchmarks-2026-11.md).
   struct Exchange {
     std::vector<at::Tensor> parts;               // by rank; this rank's is `flat` (or a copy of it)
     std::vector<std::vector<at::Tensor>> lists;  // Gloo keeps references into these until done

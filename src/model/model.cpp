@@ -242,7 +242,7 @@ void DecoderModel::check_step_input(const DecoderState& state, const torch::Tens
 torch::Tensor DecoderModel::step(DecoderState& state, const torch::Tensor& tokens_t) {
   check_step_input(state, tokens_t);
   // Decode never trains: InferenceMode skips autograd and version-counter bookkeeping on every op,
-  // which at d = 64 is most of an op's cost (profiled: docs/BENCHMARKS.md, decode engine).
+  // which at d = 64 is most of an op's cost (profiled: docs/log/benchmarks-2026-11.md, decode engine).
   c10::InferenceMode inference;
   auto x = at::embedding(embed_->weight, tokens_t);  // (B,C)
   torch::Tensor memory = state.memory_init;

@@ -23,7 +23,8 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
   o.inf_heads = a.integer("inf_heads", o.inf_heads, 1, kSpecMaxInt);
   o.agg_layers = a.integer("agg_layers", o.agg_layers, 1, kSpecMaxInt);
   o.inf_layers = a.integer("inf_layers", o.inf_layers, 1, kSpecMaxInt);
-  o.compress = a.choice("compress", {"right_half", "linear"}, 0) == 1 ? TpsmCompress::kLinear : TpsmCompress::kRightHalf;
+  o.compress =
+      a.choice("compress", {"right_half", "linear"}, 0) == 1 ? TpsmCompress::kLinear : TpsmCompress::kRightHalf;
   o.identity = static_cast<TpsmIdentity>(a.choice("identity", {"zeros", "learned", "empty"}, 0));
   o.inf_attention_only = a.choice("inf", {"gpt2", "attention"}, 0) == 1;
   o.agg_attention_only = a.choice("agg", {"gpt2", "attention"}, 0) == 1;

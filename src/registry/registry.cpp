@@ -10,8 +10,8 @@
 #include "mixlab/core/spec_args.h"
 #include "mixlab/psm/tpsm.h"
 #include "mixlab/resolvent/resolvent_mixer.h"
-#include "mixlab/scan/ssm.h"
 #include "mixlab/scan/affine_mixer.h"
+#include "mixlab/scan/ssm.h"
 #include "mixlab/toeplitz/toeplitz_mixer.h"
 
 namespace mixlab {

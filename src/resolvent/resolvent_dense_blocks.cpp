@@ -13,7 +13,7 @@
 namespace mixlab {
 namespace {
 
-// Defaults measured with bench_resolvent (docs/BENCHMARKS.md, "The block-diagonal dense solve"):
+// Defaults measured with bench_resolvent (docs/log/benchmarks-2026-11.md, "The block-diagonal dense solve"):
 // from a window of 64 the block solve wins both ways (band:64 forward 1.3-1.7x, forward+backward
 // about 2x the row kernel); at 32 the forward is at parity, below it loses (band:16 forward
 // 0.6x: the panels of a narrow window are mostly zeros). 128-row blocks keep a 4096-row window's

@@ -5,8 +5,8 @@
 #include <random>
 
 #include "mixlab/core/error.h"
-#include "mixlab/core/spec_args.h"
 #include "mixlab/core/rope.h"
+#include "mixlab/core/spec_args.h"
 #include "mixlab/core/split_heads.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/resolvent/pattern_attention.h"
@@ -210,8 +210,8 @@ std::string resolvent_spec_parse(const std::string& spec, const std::string& arg
       options.gate_init = kGateInitMamba2;
     } else {
       options.gate_init = a.real("gate", options.gate_init, 0, 1);
-      MIXLAB_CHECK(options.gate_init > 0 && options.gate_init < 1, "{} must be strictly between 0 and 1 (or mamba2), got {}",
-                   a.key_context("gate"), a.text("gate"));
+      MIXLAB_CHECK(options.gate_init > 0 && options.gate_init < 1,
+                   "{} must be strictly between 0 and 1 (or mamba2), got {}", a.key_context("gate"), a.text("gate"));
     }
   }
   return fmt::format("{}", fmt::join(a.positional(), ":"));

@@ -4,8 +4,8 @@
 
 #include <unordered_map>
 
-#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/resolvent/resolvent.h"
 #include "resolvent_dense_blocks.h"
@@ -130,7 +130,7 @@ ResolventRows rows_from_context(AutogradContext* ctx) {
 }
 
 // The blocked kernel pays when rows read far back (measured: pow2 and square at T >= 16384,
-// docs/BENCHMARKS.md (resolvent section)); when every offset stays within a block (band:W with W < 64,
+// docs/log/benchmarks-2026-11.md (resolvent section)); when every offset stays within a block (band:W with W < 64,
 // order:K, short offset lists) the row kernel already reads cached rows and is faster. Windows
 // of every offset 1..W with W >= 64 take the BLAS-3 block solve instead (resolvent_dense_blocks.h).
 bool blocked(const ResolventRows& rows) {
@@ -249,7 +249,7 @@ void backward_slices(const detail::ResolventParams<scalar_t>& base, const SliceI
 // two functions, so the AVX2 code exists only here (no second instantiation of a template under
 // the same name for the linker to mix up) and runs only where use_avx2() says the CPU has it.
 // The row loops over D are the same source; the compiler vectorises them 8 floats wide with FMA
-// instead of the x86-64 baseline's 4 (docs/BENCHMARKS.md, resolvent section).
+// instead of the x86-64 baseline's 4 (docs/log/benchmarks-2026-11.md, resolvent section).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MIXLAB_AVX2_FLATTEN __attribute__((target("avx2,fma"), flatten))
 #else

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "affine_fused_kernels.h"
-#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/isa_dispatch.h"
 
 namespace mixlab {
 
@@ -36,7 +36,7 @@ template <typename E>
 Kernels<E> kernels_for(Isa chosen) {
   namespace f = affine_fused;
 #define MIXLAB_AFFINE_KERNELS(ns) \
-  Kernels<E>{f::ns::diag_decay, f::ns::diag_decay_backward, f::ns::delta_rule, f::ns::delta_rule_backward}
+  Kernels<E> { f::ns::diag_decay, f::ns::diag_decay_backward, f::ns::delta_rule, f::ns::delta_rule_backward }
   return MIXLAB_ISA_SELECT(chosen, MIXLAB_AFFINE_KERNELS);
 #undef MIXLAB_AFFINE_KERNELS
 }

@@ -92,12 +92,10 @@ struct DeltaRuleGradRows {
 };
 
 // One set per instruction set; the names are the namespaces of affine_fused_kernels_*.cpp.
-MIXLAB_DECLARE_PER_ISA(void diag_decay(const DiagDecayRows<float>&);
-                       void diag_decay(const DiagDecayRows<double>&);
+MIXLAB_DECLARE_PER_ISA(void diag_decay(const DiagDecayRows<float>&); void diag_decay(const DiagDecayRows<double>&);
                        void diag_decay_backward(const DiagDecayGradRows<float>&);
                        void diag_decay_backward(const DiagDecayGradRows<double>&);
-                       void delta_rule(const DeltaRuleRows<float>&);
-                       void delta_rule(const DeltaRuleRows<double>&);
+                       void delta_rule(const DeltaRuleRows<float>&); void delta_rule(const DeltaRuleRows<double>&);
                        void delta_rule_backward(const DeltaRuleGradRows<float>&);
                        void delta_rule_backward(const DeltaRuleGradRows<double>&);)
 

@@ -356,8 +356,8 @@ MixerPtr affine_mixer_create(const std::string& name, const std::string& spec, c
                              const MixerDims& dims) {
   for (const auto& row : kMembers) {
     if (name != row.name) continue;
-    const int64_t chunk = SpecArgs(mixer_spec_context(spec), name, args, {}, 1)
-                              .positional_integer(0, "chunk", 64, 1, 999999);
+    const int64_t chunk =
+        SpecArgs(mixer_spec_context(spec), name, args, {}, 1).positional_integer(0, "chunk", 64, 1, 999999);
     return std::make_shared<AffineMixer>(row.member, dims, chunk);
   }
   MIXLAB_FAIL("mixer spec '{}': '{}' is not an affine member", spec, name);

@@ -78,8 +78,7 @@ struct ConvGradRows {
   int64_t T, D, group;
 };
 
-MIXLAB_DECLARE_PER_ISA(void conv(const ConvRows<float>& r);
-                       void conv(const ConvRows<double>& r);
+MIXLAB_DECLARE_PER_ISA(void conv(const ConvRows<float>& r); void conv(const ConvRows<double>& r);
                        void conv_backward(const ConvGradRows<float>& r);
                        void conv_backward(const ConvGradRows<double>& r);)
 

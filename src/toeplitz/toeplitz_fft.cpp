@@ -4,7 +4,7 @@
 //
 // Why native: the composed path (torch::fft::rfft / irfft, a product, a narrow) runs pocketfft as
 // LibTorch's CPU build ships it, 4 floats wide, and writes three (B,H,D,n) temporaries; it was at
-// parity with the same code written in Python (docs/BENCHMARKS.md, "Against plain PyTorch"). Here
+// parity with the same code written in Python (docs/log/benchmarks-2026-11.md, "Against plain PyTorch"). Here
 // one group's sequence stays in L1/L2 from the load of x to the store of y.
 #include "toeplitz_fft.h"
 
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "fft_conv_kernels.h"
-#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/thread_scratch.h"
 
 namespace mixlab::detail {
@@ -36,7 +36,8 @@ struct Kernels {
 
 template <typename E>
 Kernels<E> kernels_for(CpuIsa isa) {
-#define MIXLAB_FFT_CONV_KERNELS(ns) Kernels<E>{fc::ns::conv, fc::ns::conv_backward}
+#define MIXLAB_FFT_CONV_KERNELS(ns) \
+  Kernels<E> { fc::ns::conv, fc::ns::conv_backward }
   return MIXLAB_ISA_SELECT(isa, MIXLAB_FFT_CONV_KERNELS);
 #undef MIXLAB_FFT_CONV_KERNELS
 }

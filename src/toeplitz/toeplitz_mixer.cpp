@@ -11,8 +11,8 @@
 namespace mixlab {
 
 ToeplitzMixerOptions toeplitz_mixer_options_parse(const std::string& args_spec) {
-  const SpecArgs a(mixer_spec_context(args_spec.empty() ? "toeplitz" : "toeplitz:" + args_spec), "toeplitz",
-                   args_spec, {"heads", "kernel"});
+  const SpecArgs a(mixer_spec_context(args_spec.empty() ? "toeplitz" : "toeplitz:" + args_spec), "toeplitz", args_spec,
+                   {"heads", "kernel"});
   ToeplitzMixerOptions opts;
   opts.heads = a.integer("heads", opts.heads, 1, kSpecMaxInt);
   opts.kernel = a.integer("kernel", opts.kernel, 1, kSpecMaxInt);

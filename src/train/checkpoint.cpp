@@ -105,8 +105,8 @@ TrainConfig archive_config(torch::serialize::InputArchive& ar, const std::string
 
 std::string checkpoint_prefix(const std::string& path) { return fmt::format("checkpoint '{}'", path); }
 
-void checkpoint_write(const std::string& path, const TrainConfig& config, int64_t step,
-                      const torch::nn::Module& model, const torch::optim::Optimizer& optimizer) {
+void checkpoint_write(const std::string& path, const TrainConfig& config, int64_t step, const torch::nn::Module& model,
+                      const torch::optim::Optimizer& optimizer) {
   std::ostringstream payload;
   try {
     torch::serialize::OutputArchive ar;

@@ -13,12 +13,12 @@ namespace {
 using json = nlohmann::json;
 
 // The default preset: measured to finish the 9 x 3 default runs in <= 10 minutes on 2 cores
-// (docs/RESULTS.md has the timing) while still separating the mixers.
+// (docs/log/results-2026-11.md has the timing) while still separating the mixers.
 json preset_json(const std::string& preset, const std::string& task) {
   const bool copy = task == "copy";
   if (preset == "default" && task == "lm") {
     // Bytes, not gpt2: at d_model 64 a 50257-token embedding would be 95% of the parameters and
-    // the (B,T,50257) head most of the compute (docs/RESULTS.md, "Language modelling (Brown)").
+    // the (B,T,50257) head most of the compute (docs/log/results-2026-11.md, "Language modelling (Brown)").
     return {{"task", task},         {"tokenizer", "bytes"}, {"length", 128},    {"d_model", 64},
             {"layers", 2},          {"heads", 4},           {"mlp_ratio", 4},   {"steps", 600},
             {"batch", 16},          {"lr", 3e-3},           {"warmup", 60},     {"seed", 0},
@@ -34,7 +34,7 @@ json preset_json(const std::string& preset, const std::string& task) {
   }
   if (preset == "default") {
     // No curriculum: with a few hundred steps, the first three phases (lengths / 8, 4, 2) leave
-    // too few steps at the full length (measured in docs/RESULTS.md).
+    // too few steps at the full length (measured in docs/log/results-2026-11.md).
     const bool text = task == "textcopy";
     return {{"task", task},
             {"vocab", text ? 256 : 32},
@@ -56,12 +56,12 @@ json preset_json(const std::string& preset, const std::string& task) {
   }
   if (preset == "table1") {
     // Seed 000 Table 1 at a budget measured to reach its copy, recall and multihop results on this
-    // CPU (docs/RESULTS.md, "Seed 000 Table 1 on a CPU"): the default's model and tasks, more steps,
+    // CPU (docs/log/results-2026-11.md, "Seed 000 Table 1 on a CPU"): the default's model and tasks, more steps,
     // and per task the learning rate that attention and the dense recurrence both learn at. Recall
     // and multihop need lr 1e-3 (attention never leaves the MQAR plateau at 3e-3 with batch 32)
     // and thousands of steps after the plateau breaks; copy is learned at 3e-3. Multihop gets
     // 16000 steps: the dense recurrence's plateau there breaks between steps 8000 and 10000 with
-    // seeds 0 and 2; seed 1 needs a longer schedule (docs/RESULTS.md, "Three seeds").
+    // seeds 0 and 2; seed 1 needs a longer schedule (docs/log/results-2026-11.md, "Three seeds").
     MIXLAB_CHECK(copy || task == "recall" || task == "multihop",
                  "compare: preset table1 has the tasks copy, recall and multihop, got '{}'", task);
     // The default's model and tasks (one definition), with table1's budget on top.
@@ -97,7 +97,7 @@ json preset_json(const std::string& preset, const std::string& task) {
   if (preset == "psm") {
     // Seed 004 §4.1 (S5) and §4.2 (MQAR) on this CPU: the tasks' own settings, a small model
     // for every mixer (the paper's are 12-48 layers), the same steps and batch for all
-    // (docs/RESULTS.md "Transformer-PSM beside the baselines" has the measured time).
+    // (docs/log/results-2026-11.md "Transformer-PSM beside the baselines" has the measured time).
     const bool s5 = task == "s5";
     MIXLAB_CHECK(s5 || task == "recall", "compare: preset psm has the tasks s5 and recall, got '{}'", task);
     return {{"task", task},

@@ -1,8 +1,8 @@
 // Uses the installed library: parse a pattern, build a mixer, run it. Exit 0 on success.
 #include <iostream>
 
-#include "mixlab/registry/registry.h"
 #include "mixlab/pattern/pattern.h"
+#include "mixlab/registry/registry.h"
 
 int main() {
   auto p = mixlab::Pattern::parse("pow2+cache");

@@ -29,8 +29,11 @@ TEST(SpecArgs, ReadsKeysAliasesAndPositionalItems) {
 
 TEST(SpecArgs, EveryMalformedFormIsOneErrorNamingTheContext) {
   auto bad = [](const std::string& args, const std::string& what, size_t positional = 0) {
-    expect_error([&] { SpecArgs("mixer spec 'f:" + args + "'", "f", args, {"k", "n|num"}, positional); },
-                 {"mixer spec 'f:" + args + "': " + what});
+    expect_error(
+        [&] {
+          SpecArgs("mixer spec 'f:" + args + "'", "f", args, {"k", "n|num"}, positional);
+        },
+        {"mixer spec 'f:" + args + "': " + what});
   };
   bad("k=1:", "f arguments have an empty item (a ':' with nothing after it)");
   bad("k=1::n=2", "f arguments have an empty item (a ':' with nothing before it)");
@@ -49,7 +52,12 @@ TEST(SpecArgs, GettersCheckTheirRanges) {
   const SpecArgs a("ctx", "f", "i=0:r=2:c=maybe:p=-4", {"i", "r", "c", "p"});
   expect_error([&] { a.integer("i", 1, 1, 9); }, "ctx: f key 'i' must be a positive integer in [1, 9], got 0");
   expect_error([&] { a.real("r", 0, 0, 1); }, "ctx: f key 'r' must be a number in [0, 1], got 2");
-  expect_error([&] { a.choice("c", {"yes", "no", "never"}, 0); }, "ctx: f key 'c' must be yes, no or never, got 'maybe'");
+  expect_error(
+      [&] {
+        a.choice("c", {"yes", "no", "never"}, 0);
+      },
+      "ctx: f key 'c' must be yes, no or never, got 'maybe'");
   EXPECT_EQ(a.integer("p", 0, -5, 5), -4);
-  expect_error([&] { a.integer("p", 0, -3, 5); }, "ctx: f key 'p' must be an integer in [-3, 5], got -4 (out of range)");
+  expect_error([&] { a.integer("p", 0, -3, 5); },
+               "ctx: f key 'p' must be an integer in [-3, 5], got -4 (out of range)");
 }

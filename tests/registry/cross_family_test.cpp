@@ -18,8 +18,11 @@ TEST(CrossFamily, SelectiveScanEqualsTheOrder1ResolventOp) {
   auto o = torch::TensorOptions().dtype(torch::kFloat64);
   struct {
     Tensor u, delta, a, b, c, d;
-  } in{torch::randn({B, T, C}, o), torch::softplus(torch::randn({B, T, C}, o)) * 0.5,
-       -torch::exp(torch::randn({C, N}, o) * 0.5), torch::randn({B, T, N}, o), torch::randn({B, T, N}, o),
+  } in{torch::randn({B, T, C}, o),
+       torch::softplus(torch::randn({B, T, C}, o)) * 0.5,
+       -torch::exp(torch::randn({C, N}, o) * 0.5),
+       torch::randn({B, T, N}, o),
+       torch::randn({B, T, N}, o),
        torch::randn({C}, o)};
   auto decay = torch::exp(in.delta.unsqueeze(-1) * in.a);   // (B,T,C,N)
   auto input = in.delta.unsqueeze(-1) * in.b.unsqueeze(2);  // (B,T,C,N)
@@ -29,4 +32,3 @@ TEST(CrossFamily, SelectiveScanEqualsTheOrder1ResolventOp) {
   auto y_op = (h.view({B, C, N, T}).permute({0, 3, 1, 2}) * in.c.unsqueeze(2)).sum(-1) + in.d * in.u;
   EXPECT_TRUE(all_close(mixlab::selective_scan(in.u, in.delta, in.a, in.b, in.c, in.d), y_op, 1e-11, 1e-11));
 }
-

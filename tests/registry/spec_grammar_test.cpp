@@ -22,8 +22,9 @@ struct FamilyItem {
 
 FamilyItem valid_item(const std::string& family) {
   static const std::map<std::string, FamilyItem> items = {
-      {"attention", {"", false}},   {"local", {"4", false}},       {"ssm", {"4", false}},
-      {"resolvent", {"gate=0.5", true}}, {"toeplitz", {"heads=2", true}}, {"tpsm", {"c=2", true}},
+      {"attention", {"", false}},      {"local", {"4", false}},
+      {"ssm", {"4", false}},           {"resolvent", {"gate=0.5", true}},
+      {"toeplitz", {"heads=2", true}}, {"tpsm", {"c=2", true}},
       {"brl", {"w=4", true}}};
   const auto it = items.find(family);
   return it != items.end() ? it->second : FamilyItem{"16", false};  // the affine members: a chunk size
@@ -46,13 +47,15 @@ TEST(SpecGrammar, EveryFamilyRefusesBadItemsInOneStyle) {
     ASSERT_NO_THROW(mixlab::check_mixer_spec(base, mixlab::testing::small_mixer_dims())) << base;
     expect_spec_error(base + ":bogus=1", "unknown " + f + " key 'bogus'; known: ");
     // A trailing ':' after the arguments (the registry refuses a bare "<family>:" the same way).
-    expect_spec_error(v.item.empty() ? f + ":" : base + ":", v.item.empty() ? "nothing after ':'" : f + " arguments have an empty item");
+    expect_spec_error(v.item.empty() ? f + ":" : base + ":",
+                      v.item.empty() ? "nothing after ':'" : f + " arguments have an empty item");
     expect_spec_error(base + "::" + (v.item.empty() ? "x" : v.item), f + " arguments have an empty item");
     if (v.keyed) {
       const std::string key = v.item.substr(0, v.item.find('='));
       const std::string keyed = f == "resolvent" ? base + ":" + v.item : base;
       expect_spec_error(keyed + ":" + v.item, f + " key '" + key + "' is given twice");
-      expect_spec_error(f + (f == "resolvent" ? ":dense:" : ":") + key + "=", f + " key '" + key + "' has an empty value");
+      expect_spec_error(f + (f == "resolvent" ? ":dense:" : ":") + key + "=",
+                        f + " key '" + key + "' has an empty value");
     }
   }
 }

@@ -294,12 +294,12 @@ TEST(ResolventMixer, GateInitFromSpec) {
   EXPECT_EQ(mixlab::resolvent_spec_parse("s", "order:8:gate=0.25", o), "order:8");
   EXPECT_DOUBLE_EQ(o.gate_init, 0.25);
   EXPECT_EQ(mixlab::resolvent_spec_parse("s", "dense", o), "dense");
-  for (const auto& [args, frag] :
-       std::vector<std::pair<std::string, std::string>>{{"dense:gate=0", "strictly between 0 and 1"},
-                                                        {"dense:gate=1", "strictly between 0 and 1"},
-                                                        {"dense:gate=1.5", "resolvent key 'gate' must be a number in [0, 1]"},
-                                                        {"dense:gate=x", "resolvent key 'gate' must be a number"},
-                                                        {"dense:foo=1", "unknown resolvent key 'foo'; known: gate"}}) {
+  for (const auto& [args, frag] : std::vector<std::pair<std::string, std::string>>{
+           {"dense:gate=0", "strictly between 0 and 1"},
+           {"dense:gate=1", "strictly between 0 and 1"},
+           {"dense:gate=1.5", "resolvent key 'gate' must be a number in [0, 1]"},
+           {"dense:gate=x", "resolvent key 'gate' must be a number"},
+           {"dense:foo=1", "unknown resolvent key 'foo'; known: gate"}}) {
     try {
       ResolventOptions opt;
       mixlab::resolvent_spec_parse("resolvent:" + args, args, opt);

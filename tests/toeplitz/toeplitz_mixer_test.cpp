@@ -60,8 +60,10 @@ TEST(ToeplitzMixer, SpecParsing) {
   EXPECT_EQ(o.kernel, 3);
   EXPECT_EQ(ToeplitzMixer("", dims(12, 3, 16)).spec(), "toeplitz:heads=3:kernel=1");
   EXPECT_EQ(ToeplitzMixer("heads=2:kernel=3", dims(12, 3, 16)).spec(), "toeplitz:heads=2:kernel=3");
-  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=0"); }, "toeplitz key 'heads' must be a positive integer in [1, ");
-  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=x"); }, "toeplitz key 'heads' must be a positive integer, got 'x'");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=0"); },
+               "toeplitz key 'heads' must be a positive integer in [1, ");
+  expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=x"); },
+               "toeplitz key 'heads' must be a positive integer, got 'x'");
   expect_error([] { mixlab::toeplitz_mixer_options_parse("width=3"); }, "unknown toeplitz key 'width'");
   expect_error([] { mixlab::toeplitz_mixer_options_parse("heads=2:heads=3"); }, "toeplitz key 'heads' is given twice");
   expect_error([] { mixlab::toeplitz_mixer_options_parse("4"); }, "toeplitz arguments are key=value items");

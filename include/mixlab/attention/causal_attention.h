@@ -25,9 +25,9 @@
 // Not supported: dropout, ALiBi, grouped-query heads, non-causal masks other than the window.
 #pragma once
 
-#include "mixlab/core/reference_guard.h"
-
 #include <torch/torch.h>
+
+#include "mixlab/core/reference_guard.h"
 
 namespace mixlab {
 

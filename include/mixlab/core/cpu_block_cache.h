@@ -4,7 +4,7 @@
 // most 32 MiB, adapting from 128 KiB) fresh pages from the kernel and returns them on free, so a
 // loop that allocates the same big tensors every step page-faults them in again every step. On
 // this project's machines a first touch costs ~3.8 ms per MiB (a fresh 64 MiB tensor filled:
-// 245 ms, its reused block: 2.75 ms; docs/BENCHMARKS.md, "The resolvent layer"): at T = 65536 the
+// 245 ms, its reused block: 2.75 ms; docs/log/benchmarks-2026-11.md, "The resolvent layer"): at T = 65536 the
 // resolvent op spent more time faulting in its output than computing it. This allocator keeps freed blocks of >= 1 MiB
 // (2 MiB-aligned, marked for transparent huge pages) in a cache keyed by size, up to a byte budget, and serves the next
 // request of the same size class from it. Smaller blocks go to c10's alloc_cpu / free_cpu as before.

@@ -48,10 +48,8 @@ constexpr int64_t vector_lanes() {
 /// `MAKE(avx512)`, `MAKE(avx2)` or `MAKE(generic)` for the set `isa` (a CpuIsa); MAKE(ns) must be
 /// an expression of one type for the three namespaces.
 #if defined(__x86_64__)
-#define MIXLAB_ISA_SELECT(isa, MAKE)                 \
-  ((isa) == ::mixlab::CpuIsa::kAvx512 ? MAKE(avx512) \
-   : (isa) == ::mixlab::CpuIsa::kAvx2 ? MAKE(avx2)   \
-                                      : MAKE(generic))
+#define MIXLAB_ISA_SELECT(isa, MAKE) \
+  ((isa) == ::mixlab::CpuIsa::kAvx512 ? MAKE(avx512) : (isa) == ::mixlab::CpuIsa::kAvx2 ? MAKE(avx2) : MAKE(generic))
 #else
 #define MIXLAB_ISA_SELECT(isa, MAKE) MAKE(generic)
 #endif

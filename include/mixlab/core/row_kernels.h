@@ -4,7 +4,7 @@
 // A decode step of the d = 64 compare model is ~0.1 MFLOP, yet its backbone (two pre-LN blocks,
 // final LN and head) took 17 ATen calls per token: dispatch, not arithmetic. These loops do the
 // same arithmetic on contiguous rows and took 35–40 µs off every mixer's token (measured:
-// docs/BENCHMARKS.md, "Decode: the fused backbone"). They are compiled for x86-64-v3 and the baseline (GCC
+// docs/log/benchmarks-2026-11.md, "Decode: the fused backbone"). They are compiled for x86-64-v3 and the baseline (GCC
 // target_clones), and they accumulate like a plain loop, so they match at::layer_norm, at::addmm
 // and at::gelu to float rounding, not bitwise.
 #pragma once

@@ -4,9 +4,8 @@
 // Taking the blocks with select() or [i] costs the backward one zero-filled (n,B,T,C) tensor per
 // block plus n − 1 full-size additions to combine them (SelectBackward), each in fresh memory
 // (a profile of a pow2 layer's forward+backward at T = 4096 put 383 of 584 ms there,
-// docs/BENCHMARKS.md, "The resolvent layer"). unbind's backward stacks the n gradients into one tensor in the
-// projection's own layout instead: one allocation, one pass, and the Linear's backward reads it
-// without a copy.
+// docs/log/benchmarks-2026-11.md, "The resolvent layer"). unbind's backward stacks the n gradients into one tensor in
+// the projection's own layout instead: one allocation, one pass, and the Linear's backward reads it without a copy.
 #pragma once
 
 #include <torch/torch.h>

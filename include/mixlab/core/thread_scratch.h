@@ -1,7 +1,7 @@
 // mixlab/core/thread_scratch.h — per-thread scratch memory for native kernels, kept between calls.
 //
 // Why: a kernel that takes fresh memory for its work buffers on every call page-faults it in
-// (about 3.8 ms per MiB on the 2-core VM of docs/BENCHMARKS.md, often more than the kernel's own
+// (about 3.8 ms per MiB on the 2-core VM of docs/log/benchmarks-2026-11.md, often more than the kernel's own
 // work), and LibTorch's CPU allocator hands large blocks back to the system. One buffer per
 // thread (each thread of an at::parallel_for region gets its own) grows to the largest size asked
 // and is reused; requests above kThreadScratchKeepBytes get a buffer of their own that is freed

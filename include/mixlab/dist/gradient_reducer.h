@@ -7,7 +7,7 @@
 //   reducer.finish();       // waits; every .grad now holds the sum over the ranks
 //
 // Why. Reducing the gradients after backward returns puts the whole collective on the critical
-// path; on two local processes it took 23–29 % of a step (docs/BENCHMARKS.md). Torch DDP's answer,
+// path; on two local processes it took 23–29 % of a step (docs/log/benchmarks-2026-11.md). Torch DDP's answer,
 // taken here: a hook on every parameter copies its gradient into a flat bucket buffer the moment
 // autograd produces it, and the bucket's Gloo all-reduce starts when its last gradient arrives,
 // while backward goes on computing the earlier layers. Only the last bucket's collective (and the
@@ -37,7 +37,7 @@ namespace mixlab {
 
 class DataParallel;
 
-/// Default bucket size (see docs/BENCHMARKS.md, "Data-parallel training": measured per size).
+/// Default bucket size (see docs/log/benchmarks-2026-11.md, "Data-parallel training": measured per size).
 inline constexpr int64_t kDefaultGradientBucketBytes = int64_t{25} << 20;  // as torch DDP's
 
 class GradientReducer {

@@ -6,14 +6,14 @@
 // Option rope: no position table (h = x); instead q and k of every head are rotated by their
 // position 0..S-1 (mixlab/core/rope.h, as the attention mixer does), so scores depend on relative
 // position only. Offered because the attention mixer, which learns MQAR where T-PSM does not,
-// uses it; alone it did not take T-PSM off the MQAR plateau (docs/RESULTS.md, "MQAR: attention
+// uses it; alone it did not take T-PSM off the MQAR plateau (docs/log/results-2026-11.md, "MQAR: attention
 // solves it, T-PSM stays on the plateau").
 //   y = LN_f(h)
 // Option attention_only (the T-PSM's inf=attention): no MLP sublayer and no final LayerNorm; y is
 // what the layers added to the input, y = h_L - h_0 (h_0 = x + pos). Inside a backbone block, which
 // has its own LayerNorm, FFN and residual, the transformer is then one more attention layer; the
 // GPT-2 form instead hands the block a normalised copy of its input plus an extra MLP, and with it
-// the T-PSM did not learn MQAR where this form does (docs/RESULTS.md, "What held T-PSM back").
+// the T-PSM did not learn MQAR where this form does (docs/log/results-2026-11.md, "What held T-PSM back").
 // With keep_input as well (the T-PSM's agg=attention), y = x + h_L - h_0: the input rows plus what
 // the layers wrote into them, the residual stream without the position table. Agg's output is a
 // state, not an update to one, so it must carry its input forward.

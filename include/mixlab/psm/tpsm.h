@@ -20,10 +20,10 @@
 // (compress=linear only) starts W_cmp as [I | I] instead of [0 | I], so that Agg(a, b) starts as
 // the row-wise sum of its two blocks' outputs: with the right-half start the older block's rows
 // are dropped at init and reach the state only once Agg's attention learns to move them. Both
-// are for carrying key-value pairs across chunks (docs/RESULTS.md, "Across chunks").
+// are for carrying key-value pairs across chunks (docs/log/results-2026-11.md, "Across chunks").
 // The MQAR recipe is inf=attention with identity=empty: with the seed's form, T-PSM with c = 64
 // stayed on the MQAR plateau where attention solves it, and removing the Inf MLP and the c empty
-// rows of e were each needed to leave it (docs/RESULTS.md, "What held T-PSM back").
+// rows of e were each needed to leave it (docs/log/results-2026-11.md, "What held T-PSM back").
 //
 // As a mixer x (B,T,C) -> y (B,T,C). Enc is the backbone's embedding (plus W_in when d != C);
 // the GPT backbone (mixlab/model) adds its own residual, LayerNorm and FFN around this mixer, so a

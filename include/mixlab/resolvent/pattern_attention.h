@@ -32,9 +32,9 @@
 
 #include <torch/torch.h>
 
+#include "mixlab/core/reference_guard.h"
 #include "mixlab/pattern/pattern.h"
 #include "mixlab/resolvent/resolvent.h"
-#include "mixlab/core/reference_guard.h"
 
 namespace mixlab {
 

@@ -33,7 +33,7 @@
 // 64-byte vector (16 floats, 8 doubles), the forward of all but the block solve runs one
 // register-accumulator kernel instead, row by row, per instruction set (see
 // ResolventPlainLoopsGuard); the backward always takes the plain loops.
-// Figures: docs/BENCHMARKS.md (resolvent section).
+// Figures: docs/log/benchmarks-2026-11.md (resolvent section).
 //
 // Chunked prefill: pass a ResolventState as `past`: the chunk's rows are the absolute positions
 // t0 .. t0+T−1 (t0 = past->position()), rows read positions < t0 from the state. The state is
@@ -53,9 +53,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mixlab/core/reference_guard.h"
 #include "mixlab/mixer/mixer.h"
 #include "mixlab/pattern/pattern.h"
-#include "mixlab/core/reference_guard.h"
 
 namespace mixlab {
 

@@ -22,7 +22,7 @@
 // [1e-3, 1e-1], a uniform in [1, 16] (Mamba-2's decay init: g ≈ 0.2..0.999, most channels above
 // 0.9, so the A path starts about 10x weaker). It was the default until 2026-11-24: at lr 1e-3
 // the dense recurrence then stayed on the MQAR plateau for 3000 steps and reached 71 % recall
-// in 8000, against 99.6 % with 0.5 (docs/RESULTS.md, "The gate's initial value").
+// in 8000, against 99.6 % with 0.5 (docs/log/results-2026-11.md, "The gate's initial value").
 //
 // Spec (the registry's `resolvent:<pattern>[:gate=G]`): G is a number in (0, 1) or `mamba2`;
 // resolvent_spec_parse splits it from the pattern spec (pattern specs never contain '=').

@@ -56,11 +56,11 @@
 // non-diagonal E other than the delta-rule projector, decays > 1 (log decay > 0).
 #pragma once
 
-#include "mixlab/core/reference_guard.h"
-
 #include <torch/torch.h>
 
 #include <cstdint>
+
+#include "mixlab/core/reference_guard.h"
 
 namespace mixlab {
 

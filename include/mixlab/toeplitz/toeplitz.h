@@ -32,11 +32,11 @@
 // available on LibTorch's CPU build), anti-causal (upper-triangular) lags, T > Tmax.
 #pragma once
 
-#include "mixlab/core/reference_guard.h"
-
 #include <torch/torch.h>
 
 #include <cstdint>
+
+#include "mixlab/core/reference_guard.h"
 
 namespace mixlab {
 
@@ -44,7 +44,7 @@ enum class ToeplitzPath { kAuto, kFft, kMaterialized };
 
 /// Sequence length from which kAuto takes the FFT path. Measured on this machine (2-core x86 CPU,
 /// LibTorch 1.13.1, float32, one thread, (B,H,D) = (1,2,32)) by bench/toeplitz_bench.cpp (BM_Fft*
-/// vs BM_Materialized*, docs/BENCHMARKS.md, Toeplitz section): with the native FFT kernel the
+/// vs BM_Materialized*, docs/log/benchmarks-2026-11.md, Toeplitz section): with the native FFT kernel the
 /// forward ties with the materialised matmul at T = 32 and 64 (0.017 vs 0.016 ms, 0.022 vs 0.021)
 /// and wins from 128 (0.028 vs 0.041); forward+backward the FFT path wins at every length (2.9x at
 /// T = 32). With LibTorch's FFTs (before the native kernel) the crossover was T = 256.

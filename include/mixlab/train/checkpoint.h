@@ -45,8 +45,8 @@ TrainConfig checkpoint_read_config(const std::string& path);
 
 /// Writes `model`, `optimizer`, `config`, `step` and the global CPU generator's state to `path`
 /// atomically. The caller decides whether the weights are fit to be written.
-void checkpoint_write(const std::string& path, const TrainConfig& config, int64_t step,
-                      const torch::nn::Module& model, const torch::optim::Optimizer& optimizer);
+void checkpoint_write(const std::string& path, const TrainConfig& config, int64_t step, const torch::nn::Module& model,
+                      const torch::optim::Optimizer& optimizer);
 
 /// Loads the checkpoint's weights into `model` (Module::load: it replaces tensors whatever their
 /// shape, so callers that must keep shapes load into a scratch model first).

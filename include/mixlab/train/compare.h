@@ -13,8 +13,8 @@
 //            (too few steps for four phases); copy L = 16 (T = 33), 2000 steps, warmup 200;
 //            recall/multihop S = 64 with 8 pairs, 600 steps, warmup 60 (on the MQAR plateau:
 //            these two columns do not separate the global mixers). Sized for the nine default
-//            mixers x three tasks in <= 10 min on 2 cores, two runs at a time (docs/RESULTS.md)
-//   table1   seed 000 Table 1's copy, recall and multihop results on this CPU (docs/RESULTS.md,
+//            mixers x three tasks in <= 10 min on 2 cores, two runs at a time (docs/log/results-2026-11.md)
+//   table1   seed 000 Table 1's copy, recall and multihop results on this CPU (docs/log/results-2026-11.md,
 //            "Seed 000 Table 1 on a CPU"): the default's model and copy; recall 8000 steps and multihop
 //            16000 at lr 1e-3, warmup 300 (attention does not leave the MQAR plateau at 3e-3 with
 //            batch 32), held-out accuracy every 2000 steps in the run's metrics; <= 60 min on 2 cores

@@ -17,7 +17,7 @@
 //
 // Smaller symmetric groups (spec.elements = n in [2, 5], default 5): the same task over S_n's n!
 // permutations (tokens kFirstContentToken + rank, rank lexicographic over the first n entries).
-// Why: on this CPU no model learns S5's 120 x 120 product table (docs/RESULTS.md, "S5"), so the
+// Why: on this CPU no model learns S5's 120 x 120 product table (docs/log/results-2026-11.md, "S5"), so the
 // length generalisation Fig. 3 is about cannot be seen on S5 itself; S3 (6 elements, the smallest
 // non-abelian group) and S4 (24) have tables a small model learns, so the comparison can be run.
 //

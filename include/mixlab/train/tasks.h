@@ -66,7 +66,7 @@
 // phase p uses the length and the pair count divided by 2^(P-1-p), so 8, 4, 2, 1 for P = 4 and
 // 2, 1 for P = 2 (at least the task's minimum). Fewer phases suit a model whose smallest useful
 // length is large: T-PSM with chunk c learns nothing about its state below length 2c, so the
-// default's first two phases at T = 4c never reach the state (docs/RESULTS.md, T-PSM MQAR
+// default's first two phases at T = 4c never reach the state (docs/log/results-2026-11.md, T-PSM MQAR
 // across chunks). s5 divides its length range instead (mixlab/train/task_s5.h). Within a phase
 // each batch draws its length uniformly in [ceil(L_p / 2), L_p] and its pair count uniformly in
 // [ceil(P_p / 2), P_p] (clamped so that a query fits). Evaluation batches always use the full
