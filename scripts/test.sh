@@ -13,7 +13,7 @@ ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
 
 if [ "${MIXLAB_SANITIZE_TESTS:-0}" = "1" ]; then
   echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-  areas="core pattern analysis resolvent toeplitz data scan"
+  areas="core pattern analysis resolvent toeplitz data scan attention psm brl"
   targets=""
   for a in $areas; do [ -d "tests/$a" ] && targets="$targets test_$a"; done
   MIXLAB_BUILD_DIR="$here/build-asan" MIXLAB_BUILD_TYPE=RelWithDebInfo MIXLAB_TARGETS="$targets" \

@@ -153,8 +153,9 @@ TEST(DecodeEngine, FreshProcessContinuesBitwise) {
     }
   }
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  auto r = run_command("MIXLAB_DECODE_CHILD_DIR='" + dir + "' '" + self +
-                       "' --gtest_filter=DecodeEngineChild.ContinueSavedStates 2>&1");
+  // The child runs one case whole: not a shard of it (ctest runs this executable in shards).
+  auto r = run_command("env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX -u GTEST_BRIEF MIXLAB_DECODE_CHILD_DIR='" + dir +
+                       "' '" + self + "' --gtest_filter=DecodeEngineChild.ContinueSavedStates 2>&1");
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_NE(r.output.find("[  PASSED  ] 1 test"), std::string::npos) << r.output;
   for (size_t i = 0; i < specs.size(); ++i) {
