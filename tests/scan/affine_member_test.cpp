@@ -1,7 +1,8 @@
-// The affine member table and what each member registers. Parameter and buffer names, shapes and
-// order are the contract of saved checkpoints (and of the RNG draws of the init), so they are
-// pinned here per member, as the code registered them before the members moved to one file each
-// (issue 36).
+// The affine member table and what each member registers. Every row of the table (kMembers,
+// src/scan/affine_mixer.cpp) points at its member's file, src/scan/affine_member_<name>.cpp.
+// Parameter and buffer names, shapes and order are the contract of saved checkpoints (and of the
+// RNG draws of the init), so they are pinned here per member, as the code registered them before
+// the members moved to one file each (issue 36).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -9,6 +10,8 @@
 #include <string>
 #include <vector>
 
+// Private (src/scan): the member files' interface, AffineMemberDef, which the table's rows point at.
+#include "../../src/scan/affine_member.h"
 #include "mixlab/scan/affine_mixer.h"
 
 namespace mixlab {
@@ -81,6 +84,49 @@ TEST(AffineMemberTable, OneRowPerMemberInEnumOrder) {
     EXPECT_EQ(static_cast<size_t>(rows[i].member), i);
     EXPECT_EQ(&affine_member_info(rows[i].member), &rows[i]);
     EXPECT_EQ(expected_registered()[i].member, rows[i].member);
+  }
+}
+
+// Each row points at an implementation from the file named by the row's member.
+TEST(AffineMemberTable, EveryRowPointsAtItsMembersFile) {
+  for (const auto& row : affine_members()) {
+    SCOPED_TRACE(row.name);
+    ASSERT_NE(row.impl, nullptr);
+    EXPECT_STREQ(row.impl->name, row.name);
+    const std::string file = row.impl->file, want = std::string("affine_member_") + row.name + ".cpp";
+    ASSERT_GE(file.size(), want.size());
+    EXPECT_EQ(file.substr(file.size() - want.size()), want);
+    EXPECT_TRUE(file.size() == want.size() || file[file.size() - want.size() - 1] == '/') << file;
+    EXPECT_NE(row.impl->build, nullptr);
+    EXPECT_EQ(row.impl->state_dk, row.member == AffineMember::kMamba ? 16 : 0);
+  }
+}
+
+// A row's implementation alone, on a bare module: the member's own parameters and buffers, the
+// expected list without the mixer's shared q/k/v/o projections.
+TEST(AffineMemberTable, EveryImplementationRegistersItsOwnParameters) {
+  for (const auto& want : expected_registered()) {
+    const auto& row = affine_member_info(want.member);
+    SCOPED_TRACE(row.name);
+    const int64_t C = 12, H = 3, dv = C / H, dk = row.impl->state_dk > 0 ? row.impl->state_dk : dv;
+    torch::nn::Module bare;
+    torch::NoGradGuard no_grad;
+    auto impl = row.impl->build(bare, {C, H, dk, dv});
+    ASSERT_NE(impl, nullptr);
+    std::vector<std::string> own;
+    for (const auto& name : want.names)
+      if (name.rfind("q_proj.", 0) != 0 && name.rfind("k_proj.", 0) != 0 && name.rfind("v_proj.", 0) != 0 &&
+          name.rfind("o_proj.", 0) != 0)
+        own.push_back(name);
+    EXPECT_EQ(registered(bare), own);
+    EXPECT_EQ(impl->sizes.dk, dk);
+    // The projections the decode step stacks after q, k, v are registered ones.
+    for (auto* proj : {&impl->gate_proj, &impl->decay_proj, &impl->aux_proj}) {
+      if (!*proj) continue;
+      bool found = false;
+      for (const auto& child : bare.named_children()) found |= child.value().get() == proj->ptr().get();
+      EXPECT_TRUE(found);
+    }
   }
 }
 
