@@ -1,53 +1,43 @@
-// The affine-recurrence layers (mixlab/scan/affine_mixer.h): one table of members, one class
-// whose prepare()/finish() hold each member's parametrisation around the two kernels.
+// The affine-recurrence layers (mixlab/scan/affine_mixer.h): one table of members, each row
+// pointing at its member's file (src/scan/affine_member_<name>.cpp, interface in
+// affine_member.h), and one class that runs any member: the shared q/k/v/o projections, the
+// kernel of the member's row, the state and the decode paths, calling the member's file for its
+// parameters, prepare() and finish().
 #include "mixlab/scan/affine_mixer.h"
 
 #include <cmath>
 
+#include "affine_member.h"
 #include "affine_step.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/spec_args.h"
 #include "mixlab/core/tensor_checks.h"
 
 namespace mixlab {
+
+namespace am = detail::affine_member;  // affine_member.h
 namespace {
 
 using AK = AffineKernel;
+// The member table: one row per member, in enum order; `impl` is the member's file.
 constexpr auto kMembers = std::array<AffineMemberInfo, static_cast<size_t>(AffineMember::kCount)>{{
-    {AffineMember::kLinearAttn, "linear_attn", AK::kDiagDecay, true},
-    {AffineMember::kRetNet, "retnet", AK::kDiagDecay, false},
-    {AffineMember::kGla, "gla", AK::kDiagDecay, false},
-    {AffineMember::kMamba, "mamba", AK::kDiagDecay, false},
-    {AffineMember::kMlstm, "mlstm", AK::kDiagDecay, true},
-    {AffineMember::kGatedRfa, "gated_rfa", AK::kDiagDecay, true},
-    {AffineMember::kDeltaNet, "deltanet", AK::kDeltaRule, false},
-    {AffineMember::kGatedDeltaNet, "gated_deltanet", AK::kDeltaRule, false},
+    {AffineMember::kLinearAttn, "linear_attn", AK::kDiagDecay, true, &am::kAffineMemberLinearAttn},
+    {AffineMember::kRetNet, "retnet", AK::kDiagDecay, false, &am::kAffineMemberRetNet},
+    {AffineMember::kGla, "gla", AK::kDiagDecay, false, &am::kAffineMemberGla},
+    {AffineMember::kMamba, "mamba", AK::kDiagDecay, false, &am::kAffineMemberMamba},
+    {AffineMember::kMlstm, "mlstm", AK::kDiagDecay, true, &am::kAffineMemberMlstm},
+    {AffineMember::kGatedRfa, "gated_rfa", AK::kDiagDecay, true, &am::kAffineMemberGatedRfa},
+    {AffineMember::kDeltaNet, "deltanet", AK::kDeltaRule, false, &am::kAffineMemberDeltaNet},
+    {AffineMember::kGatedDeltaNet, "gated_deltanet", AK::kDeltaRule, false, &am::kAffineMemberGatedDeltaNet},
 }};
 
 constexpr bool members_in_order() {
   for (size_t i = 0; i < kMembers.size(); ++i)
-    if (static_cast<size_t>(kMembers[i].member) != i) return false;
+    if (static_cast<size_t>(kMembers[i].member) != i || kMembers[i].impl == nullptr) return false;
   return true;
 }
-static_assert(members_in_order(), "kMembers rows must follow AffineMember order, one row per member");
-
-constexpr int64_t kMambaState = 16;  // N
-constexpr int64_t kGlaGateRank = 16;
-
-// (B,T,H*D) -> (B,H,T,D)
-torch::Tensor heads_first(const torch::Tensor& t, int64_t H) {
-  return t.reshape({t.size(0), t.size(1), H, -1}).permute({0, 2, 1, 3});
-}
-
-torch::Tensor l2_normalise(const torch::Tensor& t) { return t / t.pow(2).sum(-1, true).add(1e-6).sqrt(); }
-
-torch::Tensor rms_norm(const torch::Tensor& t) {  // over the last dim, no affine
-  return t * torch::rsqrt(t.pow(2).mean(-1, true) + 1e-6);
-}
-
-torch::Tensor with_ones_column(const torch::Tensor& v) {
-  return torch::cat({v, torch::ones_like(v.narrow(-1, 0, 1))}, -1);
-}
+static_assert(members_in_order(),
+              "kMembers rows must follow AffineMember order, one row per member, each with its file's impl");
 
 }  // namespace
 
@@ -68,65 +58,19 @@ AffineMixer::AffineMixer(AffineMember member, const MixerDims& dims, int64_t chu
   MIXLAB_CHECK(chunk >= 1, "{}: chunk must be >= 1, got {}", name, chunk);
   if (info().kernel == AK::kDiagDecay)
     MIXLAB_CHECK((chunk & (chunk - 1)) == 0, "{}: chunk must be a power of two, got {}", name, chunk);
+  const am::AffineMemberDef& impl = *info().impl;
   heads_ = H;
   dv_ = C / H;
-  dk_ = member == AffineMember::kMamba ? kMambaState : dv_;
-  auto linear = [&](const char* n, int64_t in, int64_t out, bool bias) {
-    return register_module(n, torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)));
-  };
-  q_proj_ = linear("q_proj", C, H * dk_, false);
-  k_proj_ = linear("k_proj", C, H * dk_, false);
-  v_proj_ = linear("v_proj", C, H * dv_, false);
-  o_proj_ = linear("o_proj", H * dv_, C, false);
+  dk_ = impl.state_dk > 0 ? impl.state_dk : dv_;
+  using am::affine_linear;
+  q_proj_ = affine_linear(*this, "q_proj", C, H * dk_, false);
+  k_proj_ = affine_linear(*this, "k_proj", C, H * dk_, false);
+  v_proj_ = affine_linear(*this, "v_proj", C, H * dv_, false);
+  o_proj_ = affine_linear(*this, "o_proj", H * dv_, C, false);
+  // The member's parameters, registered after q/k/v/o (their names and order, and the RNG draws
+  // of their init, are the member file's: checkpoints depend on them).
   torch::NoGradGuard no_grad;
-  switch (member) {
-    case AffineMember::kLinearAttn:
-    case AffineMember::kDeltaNet:
-      break;
-    case AffineMember::kRetNet: {
-      gate_proj_ = linear("gate_proj", C, H * dv_, false);
-      // gamma_h = 1 - 2^(-5 - 4 h/(H-1)): from 1 - 1/32 to 1 - 1/512 (RetNet's head schedule).
-      auto h = H > 1 ? torch::arange(H, torch::kDouble) / double(H - 1) : torch::zeros({1}, torch::kDouble);
-      retnet_log_gamma_ =
-          register_buffer("log_gamma", torch::log1p(-torch::pow(2.0, -5.0 - 4.0 * h)).to(torch::kFloat));
-      break;
-    }
-    case AffineMember::kGla:
-      gate_proj_ = linear("gate_proj", C, H * dv_, false);
-      decay_proj_ = linear("decay_proj1", C, kGlaGateRank, false);
-      decay_proj2_ = linear("decay_proj2", kGlaGateRank, H * dk_, true);
-      break;
-    case AffineMember::kMamba: {
-      gate_proj_ = linear("gate_proj", C, H * dv_, false);  // z
-      aux_proj_ = linear("dt_proj", C, H, false);           // Δ
-      a_log_ = register_parameter("A_log", torch::log(torch::arange(1, kMambaState + 1, torch::kFloat)).repeat({H, 1}));
-      d_skip_ = register_parameter("D", torch::ones({H, dv_}));
-      // Mamba's Δ init: softplus(dt_bias) log-uniform in [1e-3, 1e-1].
-      auto dt = torch::exp(torch::rand({H}) * (std::log(0.1) - std::log(1e-3)) + std::log(1e-3));
-      dt_bias_ = register_parameter("dt_bias", dt + torch::log(-torch::expm1(-dt)));
-      break;
-    }
-    case AffineMember::kMlstm:
-      gate_proj_ = linear("out_gate_proj", C, H * dv_, false);
-      decay_proj_ = linear("forget_proj", C, H, true);
-      decay_proj_->bias.fill_(3.0);  // forget gates start near 1 (sigmoid(3) = 0.95)
-      aux_proj_ = linear("input_proj", C, H, true);
-      break;
-    case AffineMember::kGatedRfa:
-      decay_proj_ = linear("gate_proj", C, H, true);
-      rfa_w_ = register_buffer("random_features", torch::randn({H, dk_, dk_}));
-      break;
-    case AffineMember::kGatedDeltaNet:
-      gate_proj_ = linear("gate_proj", C, H * dv_, false);
-      decay_proj_ = linear("alpha_proj", C, H, false);
-      aux_proj_ = linear("beta_proj", C, H, true);
-      a_log_ = register_parameter("A_log", torch::log(torch::empty({H}).uniform_(1, 16)));
-      dt_bias_ = register_parameter("dt_bias", torch::zeros({H}));
-      break;
-    case AffineMember::kCount:
-      MIXLAB_ASSERT(false, "kCount is not a member");
-  }
-  if (member == AffineMember::kDeltaNet) aux_proj_ = linear("beta_proj", C, H, true);
+  impl_ = impl.build(*this, {C, H, dk_, dv_});
 }
 
 std::string AffineMixer::spec() const {
@@ -135,7 +79,7 @@ std::string AffineMixer::spec() const {
 
 torch::Tensor AffineMixer::fused_projection(const torch::Tensor& x) {
   std::vector<torch::Tensor> ws = {q_proj_->weight, k_proj_->weight, v_proj_->weight};
-  if (gate_proj_) ws.push_back(gate_proj_->weight);
+  if (impl_->gate_proj) ws.push_back(impl_->gate_proj->weight);
   std::vector<int64_t> versions;
   for (const auto& w : ws) versions.push_back(w._version());
   if (!fused_w_.defined() || versions != fused_versions_ || fused_w_.scalar_type() != x.scalar_type()) {
@@ -146,120 +90,31 @@ torch::Tensor AffineMixer::fused_projection(const torch::Tensor& x) {
   return at::matmul(x, fused_w_);
 }
 
-AffineMixer::Prepared AffineMixer::prepare(const torch::Tensor& x, const torch::Tensor& fused) {
+am::AffinePrepared AffineMixer::prepare(const torch::Tensor& x, const torch::Tensor& fused) {
   const int64_t H = heads_;
-  Prepared p;
   // Projection outputs: from the fused decode matmul (narrowed) or one Linear each.
   const int64_t nq = H * dk_, nv = H * dv_;
   auto lin = [&](torch::nn::Linear& m, int64_t offset, int64_t n) {
     return fused.defined() ? fused.narrow(-1, offset, n) : m->forward(x);
   };
-  auto q = heads_first(lin(q_proj_, 0, nq), H), k = heads_first(lin(k_proj_, nq, nq), H);
-  auto v = heads_first(lin(v_proj_, 2 * nq, nv), H);  // (B,H,T,Dv)
-  auto gate_lin = [&]() { return lin(gate_proj_, 2 * nq + nv, nv); };
-  const auto B = x.size(0), T = x.size(1);
-  auto per_head = [&](const torch::Tensor& t) { return t.permute({0, 2, 1}); };  // (B,T,H) -> (B,H,T)
-  auto expand_keys = [&](const torch::Tensor& t) { return t.unsqueeze(-1).expand({B, H, T, dk_}); };
-  const double scale = 1.0 / std::sqrt(double(dk_));
-  switch (member_) {
-    case AffineMember::kLinearAttn:
-      p.q = torch::elu(q) + 1;
-      p.k = torch::elu(k) + 1;
-      p.v = with_ones_column(v);
-      p.g = torch::zeros({B, H, T, 1}, x.options()).expand({B, H, T, dk_});
-      break;
-    case AffineMember::kRetNet:
-      p.q = q * scale;
-      p.k = k;
-      p.v = v;
-      p.g = retnet_log_gamma_.to(x.scalar_type()).view({1, H, 1, 1}).expand({B, H, T, dk_});
-      p.gate = torch::silu(gate_lin()).reshape({B, T, H, dv_});
-      break;
-    case AffineMember::kGla:
-      p.q = q * scale;
-      p.k = k;
-      p.v = v;
-      p.g = heads_first(torch::log_sigmoid(decay_proj2_->forward(decay_proj_->forward(x))), H) / kGlaDecayNormaliser;
-      p.gate = torch::silu(gate_lin()).reshape({B, T, H, dv_});
-      break;
-    case AffineMember::kMamba: {
-      auto u = torch::silu(v);                                                   // (B,H,T,D)
-      auto delta = per_head(torch::softplus(aux_proj_->forward(x) + dt_bias_));  // (B,H,T)
-      auto a = -torch::exp(a_log_);                                              // (H,N)
-      p.q = q;                                                                   // C_t
-      p.k = delta.unsqueeze(-1) * k;                                             // Δ_t B_t
-      p.v = u;
-      p.g = delta.unsqueeze(-1) * a.view({1, H, 1, dk_});
-      p.gate = torch::silu(gate_lin()).reshape({B, T, H, dv_});
-      p.skip = u.permute({0, 2, 1, 3}) * d_skip_;  // (B,T,H,D)
-      break;
-    }
-    case AffineMember::kMlstm: {
-      auto input = per_head(torch::sigmoid(aux_proj_->forward(x)));  // (B,H,T)
-      p.q = q * scale;
-      p.k = k * input.unsqueeze(-1);
-      p.v = with_ones_column(v);
-      p.g = expand_keys(per_head(torch::log_sigmoid(decay_proj_->forward(x))));
-      p.gate = torch::sigmoid(gate_lin()).reshape({B, T, H, dv_});
-      break;
-    }
-    case AffineMember::kGatedRfa: {
-      auto w = rfa_w_.to(x.scalar_type()).unsqueeze(0);  // (1,H,m,Dk)
-      auto phi = [&](const torch::Tensor& t) {
-        return torch::exp(torch::matmul(l2_normalise(t), w.transpose(-1, -2)) - 0.5) * (1.0 / std::sqrt(double(dk_)));
-      };
-      auto logit = per_head(decay_proj_->forward(x));  // (B,H,T)
-      p.q = phi(q);
-      p.k = phi(k) * torch::sigmoid(-logit).unsqueeze(-1);  // (1 - g_t) phi(k_t)
-      p.v = with_ones_column(v);
-      p.g = expand_keys(torch::log_sigmoid(logit));
-      break;
-    }
-    case AffineMember::kDeltaNet:
-    case AffineMember::kGatedDeltaNet:
-      p.q = l2_normalise(torch::silu(q)) * scale;
-      p.k = l2_normalise(torch::silu(k));
-      p.v = v;
-      p.beta = per_head(torch::sigmoid(aux_proj_->forward(x)));
-      if (member_ == AffineMember::kGatedDeltaNet) {
-        p.log_alpha = per_head(-torch::exp(a_log_) * torch::softplus(decay_proj_->forward(x) + dt_bias_));
-        p.gate = torch::silu(gate_lin()).reshape({B, T, H, dv_});
-      }
-      break;
-    case AffineMember::kCount:
-      MIXLAB_ASSERT(false, "kCount is not a member");
-  }
-  return p;
+  using am::heads_first;
+  const am::AffineProjected in{x,
+                               heads_first(lin(q_proj_, 0, nq), H),
+                               heads_first(lin(k_proj_, nq, nq), H),
+                               heads_first(lin(v_proj_, 2 * nq, nv), H),  // (B,H,T,Dv)
+                               x.size(0),
+                               x.size(1),
+                               1.0 / std::sqrt(double(dk_)),
+                               [&] { return lin(impl_->gate_proj, 2 * nq + nv, nv); }};
+  return impl_->prepare(in);
 }
 
-torch::Tensor AffineMixer::finish(const Prepared& p, const torch::Tensor& o) {
-  auto y = o.permute({0, 2, 1, 3});  // (B,T,H,Dv')
-  switch (member_) {
-    case AffineMember::kLinearAttn:
-    case AffineMember::kGatedRfa:
-      y = y.narrow(-1, 0, dv_) / (y.narrow(-1, dv_, 1) + 1e-6);
-      break;
-    case AffineMember::kMlstm:
-      y = y.narrow(-1, 0, dv_) / torch::clamp_min(y.narrow(-1, dv_, 1).abs(), 1.0) * p.gate;
-      break;
-    case AffineMember::kMamba:
-      y = (y + p.skip) * p.gate;
-      break;
-    case AffineMember::kRetNet:
-    case AffineMember::kGla:
-    case AffineMember::kGatedDeltaNet:
-      y = rms_norm(y) * p.gate;
-      break;
-    case AffineMember::kDeltaNet:
-      y = rms_norm(y);
-      break;
-    case AffineMember::kCount:
-      MIXLAB_ASSERT(false, "kCount is not a member");
-  }
+torch::Tensor AffineMixer::finish(const am::AffinePrepared& p, const torch::Tensor& o) {
+  auto y = impl_->finish(p, o.permute({0, 2, 1, 3}));  // (B,T,H,Dv') -> (B,T,H,Dv)
   return o_proj_->forward(y.reshape({y.size(0), y.size(1), heads_ * dv_}));
 }
 
-AffineResult AffineMixer::run(const Prepared& p, const torch::Tensor& s0) {
+AffineResult AffineMixer::run(const am::AffinePrepared& p, const torch::Tensor& s0) {
   if (info().kernel == AK::kDiagDecay) {
     switch (form_) {
       case AffineForm::kChunked:

@@ -6,13 +6,18 @@
 // (H heads, D = C/H) the state is S (Dk,Dv) and o_t = S_t^T q_t.
 //
 // One block per member, so that grepping a member's name (spec name or paper name: GLA, Mamba,
-// RetNet, DeltaNet, mLSTM, ...) lands here with its formulas, its row and its tests. Every member
-// has the row `AffineMember::k<Name>` in kMembers (src/scan/affine_mixer.cpp: kernel, normaliser),
-// its parametrisation in the `case AffineMember::k<Name>` branches of AffineMixer's constructor,
-// prepare() and finish() there, and its tests in tests/scan/affine_mixer_test.cpp, the suite
-// `All/AffineMembers.*/<spec name>` (chunked = recurrent = scan form = reference forward and
-// backward, step = forward row by row, prefill in pieces, gradcheck, spec), on top of the kernel
-// tests of tests/scan/affine_kernel_test.cpp (DiagDecay.* or DeltaRule.*).
+// RetNet, DeltaNet, mLSTM, ...) lands here with its formulas, its file, its row and its tests.
+// Every member has one file, src/scan/affine_member_<spec name>.cpp, which holds all of its code:
+// the parameters it registers (after the shared q/k/v/o projections), its prepare() and finish()
+// on ATen tensors and its per-head hooks of the raw-row decode step (float and double), behind
+// the interface of src/scan/affine_member.h. Its row `AffineMember::k<Name>` in kMembers
+// (src/scan/affine_mixer.cpp: kernel, normaliser, and `impl`, the file's AffineMemberDef) is how
+// AffineMixer finds that file; AffineMixer itself has no per-member code. Its tests are in
+// tests/scan/affine_mixer_test.cpp, the suite `All/AffineMembers.*/<spec name>` (chunked =
+// recurrent = scan form = reference forward and backward, step = forward row by row, prefill in
+// pieces, gradcheck, spec), on top of the kernel tests of tests/scan/affine_kernel_test.cpp
+// (DiagDecay.* or DeltaRule.*); tests/scan/affine_member_test.cpp checks the table against the
+// files and each file's parameter names.
 //
 // member linear_attn — linear attention (Katharopoulos 2020); kernel diag_decay, row kLinearAttn
 //   q,k = elu+1 feature map, g = 0, normaliser z_t = sum k (an extra ones column of v):
@@ -46,18 +51,26 @@
 // form (tests, benchmarks). Decode: O(H Dk Dv) per token, state (B,H,Dk,Dv') float32 for a float
 // model (Dv' = Dv + 1 with a normaliser column), no growth with n. Without autograd, on
 // contiguous float/double CPU tensors, step runs on raw rows (src/scan/affine_mixer_step_rows.cpp:
-// one stacked input projection, the member's formulas per head, the state updated in place);
+// one stacked input projection, the member's formulas per head from its file's row hooks, the
+// state updated in place);
 // otherwise it runs the same formulas as ATen ops (the tested reference of the raw step).
 // Not supported: CUDA, multi-layer blocks (the mixer is one layer), per-channel Δ for mamba.
 #pragma once
 
 #include <array>
+#include <memory>
 #include <string>
 
 #include "mixlab/mixer/mixer.h"
 #include "mixlab/scan/affine.h"
 
 namespace mixlab {
+
+namespace detail::affine_member {  // src/scan/affine_member.h
+struct AffineMemberDef;
+class AffineMemberImpl;
+struct AffinePrepared;
+}  // namespace detail::affine_member
 
 enum class AffineMember { kLinearAttn, kRetNet, kGla, kMamba, kMlstm, kGatedRfa, kDeltaNet, kGatedDeltaNet, kCount };
 enum class AffineKernel { kDiagDecay, kDeltaRule };
@@ -68,7 +81,8 @@ struct AffineMemberInfo {
   AffineMember member;
   const char* name;  // spec family name
   AffineKernel kernel;
-  bool normaliser;  // v carries an extra ones column (Dv' = Dv + 1)
+  bool normaliser;                                     // v carries an extra ones column (Dv' = Dv + 1)
+  const detail::affine_member::AffineMemberDef* impl;  // the member's file, src/scan/affine_member_<name>.cpp
   // No description here: `mixlab mixers` prints the registry's (src/registry/registry.cpp), the
   // only one a user sees; a second copy here had drifted ("O(D^2)" against "O(1) per token").
 };
@@ -118,11 +132,6 @@ class AffineMixer : public Mixer {
   int64_t state_dv() const { return dv_ + (info().normaliser ? 1 : 0); }
 
  private:
-  // Kernel inputs for a (B,T,C) input, all (B,H,T,.); aux holds what finish() needs.
-  struct Prepared {
-    torch::Tensor q, k, v, g, beta, log_alpha;
-    torch::Tensor gate, skip;  // output gate (B,T,H,Dv) and skip input (B,T,H,Dv), when used
-  };
   const AffineMemberInfo& info() const { return affine_member_info(member_); }
   /// Whether step may run on raw rows: no autograd, and x_t, the state, every parameter and
   /// buffer contiguous CPU tensors of one float or double dtype.
@@ -135,14 +144,16 @@ class AffineMixer : public Mixer {
   /// Packs [q; k; v; gate; decay; aux] weights and biases into rows_w_ / rows_b_ (once per
   /// weight version).
   void rows_pack();
+  /// The kernel's inputs: the shared projections, then the member's prepare().
   /// fused: decode's single matmul over [q; k; v; gate] (fused_projection), or undefined for
   /// one Linear per projection (training, prefill).
-  Prepared prepare(const torch::Tensor& x, const torch::Tensor& fused = {});
+  detail::affine_member::AffinePrepared prepare(const torch::Tensor& x, const torch::Tensor& fused = {});
   /// x (B,T,C) -> [q | k | v | gate] (B,T,·) through one matmul with the concatenated weights,
   /// rebuilt when a weight changed (version counter). Decode only (no autograd).
   torch::Tensor fused_projection(const torch::Tensor& x);
-  torch::Tensor finish(const Prepared& p, const torch::Tensor& o);  // o (B,H,T,Dv') -> (B,T,C)
-  AffineResult run(const Prepared& p, const torch::Tensor& initial_state);
+  /// o (B,H,T,Dv') -> (B,T,C): the member's finish(), then o_proj.
+  torch::Tensor finish(const detail::affine_member::AffinePrepared& p, const torch::Tensor& o);
+  AffineResult run(const detail::affine_member::AffinePrepared& p, const torch::Tensor& initial_state);
 
   AffineMember member_;
   MixerDims dims_;
@@ -150,10 +161,8 @@ class AffineMixer : public Mixer {
   int64_t heads_, dk_, dv_;
   AffineForm form_ = AffineForm::kChunked;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
-  torch::nn::Linear gate_proj_{nullptr};  // output gate (retnet, gla, mamba z, mlstm, gated_deltanet)
-  torch::nn::Linear decay_proj_{nullptr}, decay_proj2_{nullptr};  // data-dependent decay / forget gate
-  torch::nn::Linear aux_proj_{nullptr};                           // mlstm input gate, delta-rule beta, mamba Δ
-  torch::Tensor a_log_, d_skip_, dt_bias_, rfa_w_, retnet_log_gamma_;
+  // The member's parameters (registered on this module) and code, from its file (info().impl).
+  std::shared_ptr<detail::affine_member::AffineMemberImpl> impl_;
   torch::Tensor fused_w_;                // (Nq+Nk+Nv+Ngate, C), decode cache of the weights
   std::vector<int64_t> fused_versions_;  // the weights' version counters it was built from
   torch::Tensor rows_w_, rows_b_;        // (N, C), (N): step_rows' stacked input projections
