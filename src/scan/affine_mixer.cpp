@@ -31,13 +31,15 @@ constexpr auto kMembers = std::array<AffineMemberInfo, static_cast<size_t>(Affin
     {AffineMember::kGatedDeltaNet, "gated_deltanet", AK::kDeltaRule, false, &am::kAffineMemberGatedDeltaNet},
 }};
 
+// The address of another file's member object is not a constant under -fsanitize=address, so
+// the compile-time check is the order; that every row has its impl is checked by
+// tests/scan/affine_member_test.cpp (AffineMemberTable.*).
 constexpr bool members_in_order() {
   for (size_t i = 0; i < kMembers.size(); ++i)
-    if (static_cast<size_t>(kMembers[i].member) != i || kMembers[i].impl == nullptr) return false;
+    if (static_cast<size_t>(kMembers[i].member) != i) return false;
   return true;
 }
-static_assert(members_in_order(),
-              "kMembers rows must follow AffineMember order, one row per member, each with its file's impl");
+static_assert(members_in_order(), "kMembers rows must follow AffineMember order, one row per member");
 
 }  // namespace
 
