@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -89,11 +90,18 @@ TEST(AffineMemberTable, OneRowPerMemberInEnumOrder) {
 
 // Each row points at an implementation from the file named by the row's member.
 TEST(AffineMemberTable, EveryRowPointsAtItsMembersFile) {
+  // In AffineMember order: the files a newcomer finds by the member's name.
+  const char* files[] = {"affine_member_linear_attn.cpp", "affine_member_retnet.cpp",
+                         "affine_member_gla.cpp",         "affine_member_mamba.cpp",
+                         "affine_member_mlstm.cpp",       "affine_member_gated_rfa.cpp",
+                         "affine_member_deltanet.cpp",    "affine_member_gated_deltanet.cpp"};
+  ASSERT_EQ(std::size(files), affine_members().size());
   for (const auto& row : affine_members()) {
     SCOPED_TRACE(row.name);
     ASSERT_NE(row.impl, nullptr);
     EXPECT_STREQ(row.impl->name, row.name);
     const std::string file = row.impl->file, want = std::string("affine_member_") + row.name + ".cpp";
+    EXPECT_EQ(want, files[static_cast<size_t>(row.member)]);
     ASSERT_GE(file.size(), want.size());
     EXPECT_EQ(file.substr(file.size() - want.size()), want);
     EXPECT_TRUE(file.size() == want.size() || file[file.size() - want.size() - 1] == '/') << file;
