@@ -44,8 +44,11 @@ void run_generate(const GenerateArgs& a) {
                "generate: checkpoint '{}' is a model of task {}, not a language model; train one with "
                "`mixlab train --task lm`",
                a.checkpoint, ckpt.config.task.name);
-  const LmTokenizer& tok =
-      lm_task_tokenizer(lm_tokenizer_parse(ckpt.config.task.tokenizer, "the checkpoint's tokenizer"));
+  MIXLAB_CHECK(ckpt.config.task.tokenizer != "ids",
+               "generate: checkpoint '{}' was trained on token ids without text (tokenizer ids): there is no "
+               "tokenizer to encode a prompt or decode tokens; train with tokenizer bytes or gpt2",
+               a.checkpoint);
+  const LmTokenizer& tok = lm_task_tokenizer(ckpt.config.task);
   Trainer trainer(ckpt.config);
   trainer.checkpoint_load(ckpt);
 

@@ -113,8 +113,13 @@ void run_train(const TrainArgs& a) {
   check_mixer_spec(config.mixer, MixerDims{config.d_model, config.heads, model_dims_for(config).max_len});
   if (config.task.name == "lm") {
     // The tokenizer files and the token caches (built on first use) before --out is touched.
-    lm_task_dataset(config.task, LmSplit::kTrain);
-    lm_task_dataset(config.task, LmSplit::kValid);
+    for (LmSplit split : {LmSplit::kTrain, LmSplit::kValid}) {
+      const LmDataset& d = lm_task_dataset(config.task, split);
+      MIXLAB_CHECK(d.size() >= config.task.length + 1,
+                   "train: the {} stream '{}' has {} tokens, fewer than a window of length + 1 = {} (a larger corpus, "
+                   "or a smaller --set length=)",
+                   lm_split_name(split), d.path(), d.size(), config.task.length + 1);
+    }
   }
 
   // 3. The checkpoint to resume from: read once, verified, compatible.

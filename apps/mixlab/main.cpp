@@ -44,6 +44,10 @@ int main(int argc, char** argv) {
   CLI::App app{"mixlab: design, analyse, train, decode and benchmark causal token mixers"};
   app.set_version_flag("--version", std::string("mixlab ") + MIXLAB_VERSION_STRING);
   app.require_subcommand(1);
+  // Global options may also follow the subcommand (`mixlab train --task copy --threads 1`), as
+  // users type them: a subcommand hands an option it does not know to this parent. Subcommands
+  // copy the setting when they are created, so it is set before they are registered.
+  app.fallthrough();
   std::string threads;
   app.add_option("--threads", threads, "Intra-op threads, 1 to 4 x cores (default: $MIXLAB_THREADS or all cores)");
   app.parse_complete_callback([&] {

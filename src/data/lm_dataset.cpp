@@ -8,6 +8,7 @@
 
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
+#include "mixlab/data/token_bin.h"
 
 namespace mixlab {
 namespace {
@@ -45,7 +46,13 @@ void build_cache(const std::string& path, const std::vector<CorpusDocument>& doc
   info.documents = static_cast<int64_t>(docs.size());
   for (const auto& d : docs) {
     ids.push_back(static_cast<uint16_t>(tok.separator()));
-    for (int64_t id : tok.encode(d.text)) ids.push_back(static_cast<uint16_t>(id));
+    std::vector<int64_t> encoded;
+    try {
+      encoded = tok.encode(d.text);
+    } catch (const Error& e) {  // e.g. gpt2 on bytes that are not UTF-8: say which document
+      MIXLAB_FAIL("LM corpus document '{}' ({} tokenizer): {}", d.name, tok.name(), e.what());
+    }
+    for (int64_t id : encoded) ids.push_back(static_cast<uint16_t>(id));
     info.text_bytes += static_cast<int64_t>(d.text.size());
   }
   info.text_bytes += std::max<int64_t>(0, info.documents - 1);  // the '\n' between documents
@@ -105,32 +112,68 @@ std::string LmDataset::default_cache_dir() {
 LmDataset LmDataset::open(const Corpus& corpus, LmSplit split, const LmTokenizer& tokenizer,
                           const std::string& cache_dir) {
   const auto docs = lm_split_documents(corpus, split);
-  MIXLAB_CHECK(!docs.empty(), "LmDataset: corpus '{}' has no {} document (the split needs >= {} documents)",
-               corpus.source(), lm_split_name(split), split == LmSplit::kTest ? 3 : 2);
+  MIXLAB_CHECK(!docs.empty(),
+               "LmDataset: corpus '{}' has no {} document (it has {} documents; the 80/10/10 split by document "
+               "needs >= {})",
+               corpus.source(), lm_split_name(split), all_documents(corpus).size(), split == LmSplit::kTest ? 3 : 2);
   LmCacheKey key{tokenizer.name(), lm_split_name(split), lm_corpus_id(corpus), tokenizer.vocab_size()};
   std::error_code ec;
   std::filesystem::create_directories(cache_dir, ec);
   MIXLAB_CHECK_IO(!ec, "LM token cache: cannot create the folder '{}': {}", cache_dir, ec.message());
   const std::string path = fmt::format("{}/lm-{:016x}-{}-{}.v1.tok", cache_dir, key.corpus, key.tokenizer, key.split);
   LmDataset d;
+  std::shared_ptr<LmTokenFile> file;
   if (std::filesystem::exists(path, ec)) {
     try {
-      d.file_ = LmTokenFile::open(path, key);
-      return d;
+      file = LmTokenFile::open(path, key);
     } catch (const IoError&) {
       throw;
     } catch (const Error&) {
       d.rebuilt_ = true;  // corrupt, truncated or another key: rebuilt below, atomically
     }
   }
-  build_cache(path, docs, tokenizer, key);
-  d.file_ = LmTokenFile::open(path, key);
+  if (!file) {
+    build_cache(path, docs, tokenizer, key);
+    file = LmTokenFile::open(path, key);
+  }
+  d.tokens_ = file->tokens();
+  d.size_ = file->info().tokens;
+  d.documents_ = file->info().documents;
+  d.text_bytes_ = file->info().text_bytes;
+  d.path_ = file->path();
+  d.owner_ = std::move(file);
   return d;
+}
+
+LmDataset LmDataset::open_bin(const std::string& path, int64_t vocab) {
+  MIXLAB_CHECK(vocab >= 1 && vocab <= 65536, "LmDataset::open_bin: vocab must be in [1, 65536] (uint16 ids), got {}",
+               vocab);
+  auto file = TokenBinFile::open(path);
+  LmDataset d;
+  d.tokens_ = file->tokens();
+  d.size_ = file->size();
+  d.path_ = file->path();
+  d.unchecked_vocab_ = vocab;
+  d.owner_ = std::move(file);
+  return d;
+}
+
+void LmDataset::check_ids(int64_t begin, int64_t length) const {
+  if (unchecked_vocab_ <= 0) return;
+  const uint16_t* p = tokens_ + begin;
+  const auto limit = static_cast<uint16_t>(unchecked_vocab_ - 1);  // vocab <= 65536: fits
+  uint16_t worst = 0;
+  for (int64_t i = 0; i < length; ++i) worst = std::max(worst, p[i]);  // one pass, branch-free
+  if (worst <= limit) return;
+  for (int64_t i = 0; i < length; ++i)
+    MIXLAB_CHECK(p[i] <= limit, "token file '{}': token id {} at offset {} is outside the vocabulary of {} (set vocab=)",
+                 path_, p[i], begin + i, unchecked_vocab_);
 }
 
 torch::Tensor LmDataset::slice(int64_t begin, int64_t length) const {
   MIXLAB_CHECK(begin >= 0 && length >= 0 && begin + length <= size(),
                "LmDataset::slice: [{}, {}) is outside the stream of {} tokens", begin, begin + length, size());
+  check_ids(begin, length);
   auto out = torch::empty({length}, torch::kInt64);
   auto* p = out.data_ptr<int64_t>();
   const uint16_t* src = tokens() + begin;
@@ -154,6 +197,7 @@ std::pair<torch::Tensor, torch::Tensor> lm_train_windows(const LmDataset& data, 
     splitmix(s);
     s ^= static_cast<uint64_t>(b) * 0x9E3779B97F4A7C15ull;
     const auto start = static_cast<int64_t>(below(s, starts));
+    data.check_ids(start, T + 1);
     const uint16_t* src = data.tokens() + start;
     for (int64_t t = 0; t < T; ++t) {
       in[b * T + t] = src[t];

@@ -36,6 +36,14 @@ json preset_json(const std::string& preset, const std::string& task) {
     // No curriculum: with a few hundred steps, the first three phases (lengths / 8, 4, 2) leave
     // too few steps at the full length (measured in docs/log/results-2026-11.md).
     const bool text = task == "textcopy";
+    if (task == "s5") {
+      // The group fixes the vocabulary: the task's own defaults (config.cpp), the shared model.
+      json j = preset_json("default", "copy");
+      j["task"] = task;
+      for (const char* key : {"vocab", "length", "pairs"}) j.erase(key);
+      j["steps"] = 600, j["warmup"] = 60;
+      return j;
+    }
     return {{"task", task},
             {"vocab", text ? 256 : 32},
             {"length", copy || text ? 16 : 64},

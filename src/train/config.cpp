@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/error.h"
 #include "mixlab/data/lm_tokenizer.h"
+#include "mixlab/train/task_s5.h"
 
 namespace mixlab {
 namespace {
@@ -71,7 +73,7 @@ const std::set<std::string>& known_keys() {
       "weight_decay", "beta1",       "beta2",       "grad_clip", "seed",
       "eval_batches", "eval_batch",  "eval_every",  "log_every", "checkpoint_every",
       "tokenizer",    "eval_tokens", "eval_stride", "max_len",   "curriculum_phases",
-      "elements"};
+      "elements",     "corpus",      "tokens"};
   return keys;
 }
 
@@ -86,6 +88,7 @@ const std::set<std::string>& cadence_keys() {
 
 int64_t config_default_length(const std::string& task) {
   if (task == "lm") return 128;
+  if (task == "s5") return 18;  // seed 004 §4.1 trains S5 on lengths up to 18
   return task == "copy" || task == "textcopy" ? 16 : 64;
 }
 int64_t config_default_pairs(const std::string& task) { return task == "copy" || task == "textcopy" ? 0 : 8; }
@@ -139,7 +142,18 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   MIXLAB_CHECK(std::find(names.begin(), names.end(), c.task.name) != names.end(),
                "config {}: key 'task' must be one of {}, got '{}'", origin, fmt::join(names, ", "), c.task.name);
   if (c.task.name == "textcopy") c.task.vocab = std::max<int64_t>(c.task.vocab, 256);  // byte tokens
-  c.task.tokenizer = read_string(j, "tokenizer", c.task.tokenizer, origin);
+  // lm's data: paths are stored absolute, so eval and generate find them from any folder.
+  for (auto [key, field] : {std::pair{"corpus", &c.task.corpus}, std::pair{"tokens", &c.task.tokens}}) {
+    *field = read_string(j, key, "", origin);
+    MIXLAB_CHECK(field->empty() || c.task.name == "lm", "config {}: key '{}' applies to task lm only (task {})", origin,
+                 key, c.task.name);
+    if (!field->empty()) *field = std::filesystem::absolute(*field).lexically_normal().string();
+  }
+  // Token files are GPT-2 ids unless the config says otherwise (nanoGPT's prepare.py).
+  c.task.tokenizer = read_string(j, "tokenizer", c.task.tokens.empty() ? c.task.tokenizer : "gpt2", origin);
+  MIXLAB_CHECK(c.task.tokenizer != "ids" || j.contains("vocab"),
+               "config {}: tokenizer 'ids' needs key 'vocab' (the number of distinct token ids the files use)",
+               origin);
   if (c.task.name == "lm") {
     // The vocabulary follows the tokenizer; a different explicit vocab is rejected by lm_validate.
     try {
@@ -148,6 +162,10 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
       throw Error(fmt::format("config {}: {}", origin, e.what()));
     }
   }
+  // s5's vocabulary follows its group (4 specials + n! permutations), so `mixlab train --task s5`
+  // trains with its defaults; elements is read first for that.
+  c.task.elements = read_int(j, "elements", c.task.elements, 1, origin);
+  if (c.task.name == "s5" && c.task.elements >= 2 && c.task.elements <= 5) c.task.vocab = s5_min_vocab(c.task);
   c.task.vocab = read_int(j, "vocab", c.task.vocab, 8, origin);
   c.task.length = read_int(j, "length", 0, 0, origin);
   if (c.task.length == 0) c.task.length = config_default_length(c.task.name);
@@ -157,7 +175,6 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   c.task.curriculum = read_bool(j, "curriculum", c.task.curriculum, origin);
   c.task.curriculum_phases =
       read_int(j, "curriculum_phases", c.task.curriculum_phases, 1, origin, kMaxCurriculumPhases);
-  c.task.elements = read_int(j, "elements", c.task.elements, 1, origin);
   c.d_model = read_int(j, "d_model", c.d_model, 1, origin);
   c.layers = read_int(j, "layers", c.layers, 1, origin);
   c.heads = read_int(j, "heads", c.heads, 1, origin);
@@ -261,6 +278,9 @@ json config_to_json(const TrainConfig& c) {
   j["log_every"] = c.log_every;
   j["checkpoint_every"] = c.checkpoint_every;
   j["tokenizer"] = c.task.tokenizer;
+  // Written only when set, so the config of a Brown run reads as before.
+  if (!c.task.corpus.empty()) j["corpus"] = c.task.corpus;
+  if (!c.task.tokens.empty()) j["tokens"] = c.task.tokens;
   j["eval_tokens"] = c.eval_tokens;
   j["eval_stride"] = c.eval_stride;
   j["max_len"] = c.max_len;
@@ -273,11 +293,15 @@ namespace {
 // message; "" when they agree on every compared key.
 template <typename Compared>
 std::string first_difference(const TrainConfig& checkpoint, const TrainConfig& current, Compared compared) {
-  const json a = config_to_json(checkpoint), b = config_to_json(current);
+  json a = config_to_json(checkpoint), b = config_to_json(current);
+  // A key written only when set (corpus, tokens) may be in one of the two: compare it as "".
+  for (const auto& item : b.items())
+    if (!a.contains(item.key())) a[item.key()] = "";
   for (const auto& item : a.items()) {
-    if (!compared(item.key()) || item.value() == b.at(item.key())) continue;
+    const json other = b.contains(item.key()) ? b.at(item.key()) : json("");
+    if (!compared(item.key()) || item.value() == other) continue;
     return fmt::format("key '{}' is {} in the checkpoint but {} in the current config", item.key(), item.value().dump(),
-                       b.at(item.key()).dump());
+                       other.dump());
   }
   return "";
 }

@@ -37,9 +37,13 @@ GenerateStats generate_text(DecoderModel& model, const LmTokenizer& tok, const G
                             const std::function<void(const std::string&)>& emit, const std::atomic<bool>* stop) {
   MIXLAB_CHECK(o.max_tokens >= 0, "--max-tokens must be >= 0, got {}", o.max_tokens);
   sampling_validate(o.sampling);
-  MIXLAB_CHECK(model.dims().vocab == tok.vocab_size(),
-               "generate: the model's vocabulary ({}) is not the {} tokenizer's ({})", model.dims().vocab, tok.name(),
-               tok.vocab_size());
+  // A model may pad its vocabulary past the tokenizer's (nanoGPT's 50304 for GPT-2's 50257): the
+  // padding ids are never sampled (the logits are cut to the tokenizer's ids below).
+  MIXLAB_CHECK(model.dims().vocab >= tok.vocab_size(),
+               "generate: the model's vocabulary ({}) is smaller than the {} tokenizer's ({})", model.dims().vocab,
+               tok.name(), tok.vocab_size());
+  const int64_t text_vocab = tok.vocab_size();
+  const bool padded = model.dims().vocab > text_vocab;
   const int64_t max_len = model.dims().max_len;
   std::vector<int64_t> context = {tok.separator()};
   for (int64_t id : tok.encode(o.prompt)) context.push_back(id);
@@ -61,7 +65,7 @@ GenerateStats generate_text(DecoderModel& model, const LmTokenizer& tok, const G
       s.interrupted = true;
       break;
     }
-    const int64_t id = sampler.next(logits, o.sampling);
+    const int64_t id = sampler.next(padded ? logits.slice(0, 0, text_vocab) : logits, o.sampling);
     context.push_back(id);
     ++s.generated;
     emit(tok.decode_token(id));

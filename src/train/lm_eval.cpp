@@ -74,14 +74,17 @@ LmEvalResult lm_evaluate(DecoderModel& model, const torch::Tensor& stream, const
 LmEvalResult lm_evaluate_split(DecoderModel& model, const TrainConfig& c, LmSplit split, int64_t stride,
                                int64_t limit) {
   const LmDataset& data = lm_task_dataset(c.task, split);
-  const LmTokenizer& tok = lm_task_tokenizer(lm_tokenizer_parse(c.task.tokenizer, "tokenizer"));
+  const LmTokenizer& tok = lm_task_tokenizer(c.task);
   LmEvalOptions o;
   o.T = c.task.length;
   o.stride = stride >= 1 ? stride : config_eval_stride(c);
   o.batch = c.eval_batch;
   o.limit = limit >= 0 ? limit : c.eval_tokens;
   const int64_t n = o.limit > 0 ? std::min(o.limit, data.size()) : data.size();
-  return lm_evaluate(model, data.slice(0, n), tok.token_bytes(), o);
+  // A padded vocabulary (tokens= with gpt2, V > 50257): ids past the tokeniser's are 0 bytes.
+  std::vector<int64_t> token_bytes = tok.token_bytes();
+  token_bytes.resize(static_cast<size_t>(model.dims().vocab), 0);
+  return lm_evaluate(model, data.slice(0, n), token_bytes, o);
 }
 
 }  // namespace mixlab

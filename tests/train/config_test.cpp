@@ -30,6 +30,55 @@ TEST(TrainConfig, DefaultsAndTaskDefaults) {
   EXPECT_EQ(r.task.pairs, 8);
 }
 
+TEST(TrainConfig, EveryTaskValidatesWithItsDefaults) {
+  // `mixlab train --task X` trains every built-in task without --set (s5's vocabulary follows
+  // its group: 4 + 5! = 124; S3's 4 + 3! = 10).
+  for (const std::string& task : task_names()) {
+    if (task == "file") continue;  // needs data=PATH: its own tests
+    SCOPED_TRACE(task);
+    EXPECT_NO_THROW(parse(fmt::format(R"({{"task": "{}"}})", task)));
+  }
+  const TrainConfig s5 = parse(R"({"task": "s5"})");
+  EXPECT_EQ(s5.task.vocab, 124);
+  EXPECT_EQ(s5.task.length, 18);
+  EXPECT_EQ(parse(R"({"task": "s5", "elements": 3})").task.vocab, 10);
+  EXPECT_EQ(parse(R"({"task": "s5", "vocab": 200})").task.vocab, 200);
+}
+
+TEST(TrainConfig, LmDataSources) {
+  const TrainConfig brown = parse(R"({"task": "lm"})");
+  EXPECT_FALSE(config_to_json(brown).contains("corpus"));  // a Brown run's config reads as before
+  const TrainConfig text = parse(R"({"task": "lm", "corpus": "some/dir/../texts"})");
+  EXPECT_TRUE(std::filesystem::path(text.task.corpus).is_absolute());
+  EXPECT_EQ(std::filesystem::path(text.task.corpus).filename(), "texts");
+  EXPECT_EQ(text.task.vocab, 256);
+  EXPECT_EQ(config_from_json(config_to_json(text), "rt").task.corpus, text.task.corpus);
+  const TrainConfig bin = parse(R"({"task": "lm", "tokens": "/data/owt"})");
+  EXPECT_EQ(bin.task.tokenizer, "gpt2");  // nanoGPT's token files are GPT-2 ids
+  EXPECT_EQ(bin.task.vocab, 50257);
+  EXPECT_EQ(parse(R"({"task": "lm", "tokens": "/d", "vocab": 50304})").task.vocab, 50304);
+  const TrainConfig chars = parse(R"({"task": "lm", "tokens": "/d", "tokenizer": "ids", "vocab": 65})");
+  EXPECT_EQ(chars.task.vocab, 65);
+  // Resuming with another data source is another run.
+  EXPECT_NE(config_resume_mismatch(brown, text).find("key 'corpus'"), std::string::npos);
+  EXPECT_NE(config_resume_mismatch(text, brown).find("key 'corpus'"), std::string::npos);
+  EXPECT_EQ(config_resume_mismatch(text, text), "");
+
+  expect_error_contains([] { parse(R"({"task": "copy", "corpus": "x"})"); }, "key 'corpus' applies to task lm only");
+  expect_error_contains([] { parse(R"({"task": "lm", "corpus": "x", "tokens": "y"})"); },
+                        "corpus and tokens are two sources of data");
+  expect_error_contains([] { parse(R"({"task": "lm", "tokens": "/d", "tokenizer": "ids"})"); },
+                        "tokenizer 'ids' needs key 'vocab'");
+  expect_error_contains([] { parse(R"({"task": "lm", "tokenizer": "ids", "vocab": 65})"); },
+                        "tokenizer ids reads token files");
+  expect_error_contains([] { parse(R"({"task": "lm", "tokens": "/d", "vocab": 1000})"); },
+                        "vocab must be in [50257, 65536] for the gpt2 tokenizer");
+  expect_error_contains([] { parse(R"({"task": "lm", "tokens": "/d", "tokenizer": "ids", "vocab": 70000})"); },
+                        "vocab must be in [1, 65536]");
+  expect_error_contains([] { parse(R"({"task": "lm", "corpus": "/d", "vocab": 300})"); },
+                        "vocab must be the bytes tokenizer's vocabulary size 256");
+}
+
 TEST(TrainConfig, RoundTrip) {
   const TrainConfig c = parse(R"({"task": "multihop", "length": 48, "pairs": 6, "mixer": "local:8", "steps": 50,
                                   "warmup": 5, "lr": 0.001, "seed": 7, "curriculum": false})");

@@ -15,6 +15,7 @@
 // i % validation_every == 0, else to train — deterministic, and every corpus of >= 2 documents has
 // both splits.
 //
+// Other plain-text corpora: mixlab/data/text_corpus.h.
 // Not supported: other corpora formats, sub-document splits, tokenisers other than bytes.
 #pragma once
 
@@ -62,6 +63,8 @@ class Corpus {
   /// '\n' (byte 10, which normalised text never contains).
   torch::Tensor tokens(Split split) const;
   const std::string& source() const { return source_; }
+  /// Where the documents came from (a path), for error messages.
+  void set_source(std::string source) { source_ = std::move(source); }
 
  private:
   std::string source_;

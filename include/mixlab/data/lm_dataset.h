@@ -26,7 +26,11 @@
 // predicted from tokens [c(t), t) with c(t) = stride * max(0, ceil((t - T) / stride)).
 // Bits per byte = total NLL in nats / ln 2 / UTF-8 bytes of the scored tokens' text.
 //
-// Not supported: sub-document splits, other corpora than the Brown layout of corpus.h.
+// Other corpora: any Corpus works (Brown, corpus.h; plain text, text_corpus.h); its id in the
+// cache key is a checksum of its documents' names and texts. A nanoGPT token file is a stream
+// without a split rule: LmDataset::open_bin maps train.bin or val.bin as it is.
+//
+// Not supported: sub-document splits.
 #pragma once
 
 #include <torch/torch.h>
@@ -62,20 +66,31 @@ class LmDataset {
   /// mixlab::IoError when the cache cannot be written.
   static LmDataset open(const Corpus& corpus, LmSplit split, const LmTokenizer& tokenizer,
                         const std::string& cache_dir);
+  /// A nanoGPT token file (mixlab/data/token_bin.h) as the stream: mapped, not read; ids are
+  /// checked against `vocab` window by window (check_ids). documents() and text_bytes() are 0
+  /// (the file does not say).
+  static LmDataset open_bin(const std::string& path, int64_t vocab);
   /// The cache folder: $MIXLAB_CACHE_DIR, else runs/cache.
   static std::string default_cache_dir();
 
-  const uint16_t* tokens() const { return file_->tokens(); }
-  int64_t size() const { return file_->info().tokens; }  // N
-  int64_t documents() const { return file_->info().documents; }
-  int64_t text_bytes() const { return file_->info().text_bytes; }
-  const std::string& path() const { return file_->path(); }
+  const uint16_t* tokens() const { return tokens_; }
+  int64_t size() const { return size_; }  // N
+  int64_t documents() const { return documents_; }
+  int64_t text_bytes() const { return text_bytes_; }
+  const std::string& path() const { return path_; }
   bool rebuilt() const { return rebuilt_; }  // an unusable cache file was replaced
-  /// Tokens [begin, begin + length) as an int64 tensor (length).
+  /// Throws mixlab::Error naming the file, offset and id when a token of [begin, begin + length)
+  /// is >= the vocabulary (a token file's ids are checked here; a cache's when it was built).
+  void check_ids(int64_t begin, int64_t length) const;
+  /// Tokens [begin, begin + length) as an int64 tensor (length); ids checked.
   torch::Tensor slice(int64_t begin, int64_t length) const;
 
  private:
-  std::shared_ptr<LmTokenFile> file_;
+  std::shared_ptr<const void> owner_;  // the mapping (LmTokenFile or TokenBinFile)
+  const uint16_t* tokens_ = nullptr;
+  int64_t size_ = 0, documents_ = 0, text_bytes_ = 0;
+  std::string path_;
+  int64_t unchecked_vocab_ = 0;  // > 0: ids not verified yet, check them against this
   bool rebuilt_ = false;
 };
 

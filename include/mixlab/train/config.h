@@ -4,12 +4,19 @@
 // must not silently train the default). Keys, defaults (the fast CPU setting) and meaning:
 //   task "copy"          copy | recall | multihop | textcopy | s5 | lm (mixlab/train/tasks.h)
 //   vocab 64             vocabulary size V (4 special tokens + content); lm: the tokenizer's
-//                        (set automatically; another value is an error)
+//                        (set automatically; another value is an error, except with tokens=);
+//                        s5: 4 + n! (set from elements)
 //   length 0             task length (copy: longest copied sequence; recall/multihop: sequence
 //                        length; lm: window T); 0 = the task's default (copy 16, recall/multihop
-//                        64, lm 128)
+//                        64, lm 128, s5 18)
 //   tokenizer "bytes"    lm: bytes (V = 256) | gpt2 (V = 50257: the tied embedding alone is
-//                        50257 x d_model parameters and the logits B x T x 50257 floats)
+//                        50257 x d_model parameters and the logits B x T x 50257 floats) | ids
+//                        (token files only; vocab= required); default gpt2 with tokens=
+//   corpus ""            lm: a plain-text corpus instead of Brown: a folder of text files or one
+//                        file of blank-line separated documents (mixlab/data/text_corpus.h)
+//   tokens ""            lm: a folder with nanoGPT's train.bin / val.bin (uint16 ids); vocab may
+//                        then be set (gpt2: 50257..65536; ids: the files' vocabulary).
+//                        corpus and tokens are stored as absolute paths (mixlab/train/task_lm.h)
 //   eval_tokens 0        lm: evaluate on the first N tokens of the valid stream (0 = all of it)
 //   eval_stride 0        lm: sliding-window stride of the evaluation (0 = length / 2)
 //   max_len 0            longest sequence the model accepts (0 = the longest its task trains

@@ -57,8 +57,8 @@
 //   read once per process from $MIXLAB_DATA_DIR, else ./data/brown (installed by
 //   scripts/setup.sh), else ./data/sample (five documents shipped in the repository).
 //
-// lm (window T = length): next-token prediction on Brown with the bytes or gpt2 tokeniser
-//   (mixlab/train/task_lm.h); every position is scored. Training draws windows of the train
+// lm (window T = length): next-token prediction on Brown, on any plain-text corpus (corpus=) or
+//   on nanoGPT token files (tokens=), with the bytes, gpt2 or ids tokeniser (mixlab/train/task_lm.h); every position is scored. Training draws windows of the train
 //   stream; the trainer evaluates perplexity and bits per byte on the valid stream
 //   (mixlab/train/lm_eval.h); task_eval_batch gives random windows of the valid stream.
 //
@@ -100,7 +100,9 @@ struct TaskSpec {
   bool curriculum = true;           // curriculum_phases equal phases growing length and pairs
   int64_t curriculum_phases = 4;    // P, 1..8: phase p trains at length and pairs / 2^(P-1-p)
   int64_t elements = 5;             // s5: n of the symmetric group S_n, 2..5 (mixlab/train/task_s5.h)
-  std::string tokenizer = "bytes";  // lm: bytes | gpt2 (vocab must be its vocabulary)
+  std::string tokenizer = "bytes";  // lm: bytes | gpt2 | ids (task_lm.h: how vocab follows it)
+  std::string corpus;               // lm: a plain-text corpus (folder or file, text_corpus.h); "" = Brown
+  std::string tokens;               // lm: a folder holding nanoGPT's train.bin and val.bin; "" = none
 };
 
 struct Batch {
