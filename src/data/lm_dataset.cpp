@@ -166,8 +166,9 @@ void LmDataset::check_ids(int64_t begin, int64_t length) const {
   for (int64_t i = 0; i < length; ++i) worst = std::max(worst, p[i]);  // one pass, branch-free
   if (worst <= limit) return;
   for (int64_t i = 0; i < length; ++i)
-    MIXLAB_CHECK(p[i] <= limit, "token file '{}': token id {} at offset {} is outside the vocabulary of {} (set vocab=)",
-                 path_, p[i], begin + i, unchecked_vocab_);
+    MIXLAB_CHECK(p[i] <= limit,
+                 "token file '{}': token id {} at offset {} is outside the vocabulary of {} (set vocab=)", path_, p[i],
+                 begin + i, unchecked_vocab_);
 }
 
 torch::Tensor LmDataset::slice(int64_t begin, int64_t length) const {

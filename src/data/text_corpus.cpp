@@ -84,8 +84,7 @@ Corpus text_corpus_load(const std::string& path) {
   std::error_code ec;
   const fs::path root(path);
   MIXLAB_CHECK(!path.empty(), "corpus: the path is empty (give a folder of text files or one text file)");
-  MIXLAB_CHECK(fs::exists(root, ec), "corpus '{}' does not exist (give a folder of text files or one text file)",
-               path);
+  MIXLAB_CHECK(fs::exists(root, ec), "corpus '{}' does not exist (give a folder of text files or one text file)", path);
   std::vector<CorpusDocument> docs;
   if (fs::is_directory(root, ec)) {
     for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::none, ec);

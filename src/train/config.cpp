@@ -152,8 +152,7 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   // Token files are GPT-2 ids unless the config says otherwise (nanoGPT's prepare.py).
   c.task.tokenizer = read_string(j, "tokenizer", c.task.tokens.empty() ? c.task.tokenizer : "gpt2", origin);
   MIXLAB_CHECK(c.task.tokenizer != "ids" || j.contains("vocab"),
-               "config {}: tokenizer 'ids' needs key 'vocab' (the number of distinct token ids the files use)",
-               origin);
+               "config {}: tokenizer 'ids' needs key 'vocab' (the number of distinct token ids the files use)", origin);
   if (c.task.name == "lm") {
     // The vocabulary follows the tokenizer; a different explicit vocab is rejected by lm_validate.
     try {

@@ -1,10 +1,9 @@
 // Bring your own data through the CLI: `train --task lm` on a plain-text corpus (corpus=) and on
 // nanoGPT token files (tokens=, gpt2 and ids), then eval and generate on those checkpoints;
 // every task with its defaults; global options after the subcommand; the bad inputs' errors.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -67,8 +66,9 @@ TEST(LmDataCli, TextCorpusFolderTrainsEvaluatesAndGenerates) {
   const auto t = run_mixlab(dir, "train --task lm --set corpus=" + dir + "/texts" + kTiny + " --out " + dir + "/run");
   ASSERT_EQ(t.code, 0) << t.output;
   // Eval and generate find the corpus from another folder: the config holds its absolute path.
-  const auto e = run_command("cd / && MIXLAB_CACHE_DIR=" + dir + "/cache " MIXLAB_BINARY_DIR
-                             "/mixlab eval --threads 1 --checkpoint " + dir + "/run/checkpoint.pt --split test 2>&1");
+  const auto e = run_command("cd / && MIXLAB_CACHE_DIR=" + dir +
+                             "/cache " MIXLAB_BINARY_DIR "/mixlab eval --threads 1 --checkpoint " + dir +
+                             "/run/checkpoint.pt --split test 2>&1");
   ASSERT_EQ(e.code, 0) << e.output;
   EXPECT_NE(e.output.find("test split"), std::string::npos) << e.output;
   const auto g = run_mixlab(dir, "generate --checkpoint " + dir + "/run/checkpoint.pt --max-tokens 5 --prompt Doc");

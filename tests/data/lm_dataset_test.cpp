@@ -253,7 +253,8 @@ TEST(LmTokenizer, BytesAndErrors) {
   EXPECT_EQ(b.encode("Hé"), (std::vector<int64_t>{72, 0xC3, 0xA9}));
   EXPECT_EQ(b.decode_token(72), "H");
   EXPECT_EQ(lm_tokenizer_parse("gpt2", "t"), LmTokenizerKind::kGpt2);
-  expect_error([] { lm_tokenizer_parse("bpe", "key 'tokenizer'"); }, {"key 'tokenizer'", "'bytes', 'gpt2' or 'ids'", "bpe"});
+  expect_error([] { lm_tokenizer_parse("bpe", "key 'tokenizer'"); },
+               {"key 'tokenizer'", "'bytes', 'gpt2' or 'ids'", "bpe"});
   expect_error([] { LmTokenizer::load(LmTokenizerKind::kGpt2, "/nonexistent/gpt2"); },
                {"/nonexistent/gpt2", "scripts/setup.sh"});
   expect_error([&] { b.decode_token(256); }, {"id must be in [0, 256)"});

@@ -58,9 +58,9 @@
 //   scripts/setup.sh), else ./data/sample (five documents shipped in the repository).
 //
 // lm (window T = length): next-token prediction on Brown, on any plain-text corpus (corpus=) or
-//   on nanoGPT token files (tokens=), with the bytes, gpt2 or ids tokeniser (mixlab/train/task_lm.h); every position is scored. Training draws windows of the train
-//   stream; the trainer evaluates perplexity and bits per byte on the valid stream
-//   (mixlab/train/lm_eval.h); task_eval_batch gives random windows of the valid stream.
+//   on nanoGPT token files (tokens=), with the bytes, gpt2 or ids tokeniser (mixlab/train/task_lm.h); every position is
+//   scored. Training draws windows of the train stream; the trainer evaluates perplexity and bits per byte on the valid
+//   stream (mixlab/train/lm_eval.h); task_eval_batch gives random windows of the valid stream.
 //
 // Curriculum (App. C.1): training is split in P = curriculum_phases equal phases (default 4);
 // phase p uses the length and the pair count divided by 2^(P-1-p), so 8, 4, 2, 1 for P = 4 and
