@@ -6,6 +6,12 @@ torch.optim.AdamW, cross-entropy on the next byte. Everything else (embedding, L
 training loop) is ordinary torch code: mixlab layers drop into a PyTorch model like nn layers.
 
     PYTHONPATH=build/python /usr/bin/python3 examples/train_lm.py --mixer resolvent:pow2+cache --steps 300
+    PYTHONPATH=build/python /usr/bin/python3 examples/train_lm.py --backbone mixlab --save runs/py/checkpoint.pt
+    build/mixlab generate --checkpoint runs/py/checkpoint.pt --prompt "The jury said"
+
+--backbone mixlab trains mixlab's own decoder (mixlab.Model: the model of `mixlab train`) instead
+of the torch one below, with the same loop; --save then writes a mixlab checkpoint that
+`mixlab eval`, `mixlab generate` and `mixlab train --init-from` read.
 
 Data: data/brown (scripts/setup.sh fetches it) or the five-document sample in data/sample,
 normalised like mixlab's C++ loader (include/mixlab/data/corpus.h): tags dropped, words joined by
@@ -108,6 +114,9 @@ def main():
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sample", type=int, default=60, help="bytes to generate at the end (0: none)")
+    ap.add_argument("--backbone", choices=["torch", "mixlab"], default="torch",
+                    help="torch: the nn.Module decoder of this file; mixlab: mixlab.Model (the CLI's decoder)")
+    ap.add_argument("--save", default="", help="write a mixlab checkpoint here at the end (--backbone mixlab)")
     args = ap.parse_args()
 
     folder = args.data or next(
@@ -118,7 +127,15 @@ def main():
     train, valid = load_corpus(folder)
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
-    model = ByteLM(args.mixer, args.d_model, args.heads, args.layers, max_len=max(args.T, args.sample + 16))
+    max_len = max(args.T, args.sample + 16)
+    if args.save and args.backbone != "mixlab":
+        raise SystemExit("train_lm: --save writes a mixlab checkpoint: use it with --backbone mixlab")
+    if args.backbone == "mixlab":
+        model = mixlab.Model({"task": "lm", "tokenizer": "bytes", "mixer": args.mixer, "d_model": args.d_model,
+                              "heads": args.heads, "layers": args.layers, "length": args.T, "max_len": max_len,
+                              "steps": args.steps, "batch": args.batch, "lr": args.lr, "seed": args.seed})
+    else:
+        model = ByteLM(args.mixer, args.d_model, args.heads, args.layers, max_len=max_len)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"train_lm: {folder}: {len(train)} train / {len(valid)} validation bytes; mixer {args.mixer}, "
           f"{n_params} parameters")
@@ -147,8 +164,15 @@ def main():
                   f"({v / math.log(2):.3f} bits/byte)  {time.time() - start:.1f} s", flush=True)
     if args.sample > 0:
         model.eval()
-        text = model.generate(torch.tensor(list(b"The jury said")), args.sample)
-        print("sample:", text.decode("utf-8", errors="replace"))
+        if args.backbone == "mixlab":  # greedy, through the model's decode state
+            print("sample:", "The jury said" + model.generate("The jury said", max_tokens=args.sample, temperature=0))
+        else:
+            text = model.generate(torch.tensor(list(b"The jury said")), args.sample)
+            print("sample:", text.decode("utf-8", errors="replace"))
+    if args.save:
+        os.makedirs(os.path.dirname(os.path.abspath(args.save)), exist_ok=True)
+        model.save(args.save)
+        print(f"saved {args.save} (mixlab eval / generate / train --init-from read it)")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "bindings.h"
 #include "mixlab/analysis/analyze.h"
 #include "mixlab/attention/causal_attention.h"
 #include "mixlab/core/cpu_block_cache.h"
@@ -486,4 +487,5 @@ PYBIND11_MODULE(_mixlab, m) {
   bind_selective_scan(m);
   bind_attention(m);
   bind_mixers(m);
+  mixlab::python::bind_model(m);
 }

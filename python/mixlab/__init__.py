@@ -9,14 +9,23 @@ into torch's autograd graph like a built-in op.
     y = layer(torch.randn(2, 128, 64))                              # (B,T,C) -> (B,T,C)
     opt = torch.optim.AdamW(layer.parameters())
 
+The whole model of ``mixlab train`` (embedding, blocks of mixer + MLP, tied head) and its
+checkpoints:
+
+    model = mixlab.load("runs/train/lm-attention/checkpoint.pt")   # a torch.nn.Module
+    logits = model(tokens)                                          # (B,T) int64 -> (B,T,V)
+    print(model.generate("The jury said", max_tokens=64, seed=1))
+    model.save("mine.pt")                                           # mixlab eval/generate/train read it
+
 Functions: resolvent, toeplitz, diag_decay_chunked / diag_decay_recurrent, delta_rule_chunked /
-delta_rule_recurrent, analyze, mixer, mixer_families, check_mixer_spec. Classes: Pattern, Mixer,
-MixerState. Caller errors raise mixlab.Error (a ValueError) with the C++ message.
+delta_rule_recurrent, analyze, mixer, mixer_families, check_mixer_spec, load. Classes: Pattern,
+Mixer, MixerState, Model, ModelState. Caller errors raise mixlab.Error (a ValueError) with the C++ message.
 
 Shapes use mixlab's letters: B batch, T time, H heads, D head dim, C model width, W pattern width.
 CPU only, float32 or float64.
 """
 
+import json
 import os
 
 import torch  # first: loads LibTorch and registers torch's Python types that _mixlab returns
@@ -26,6 +35,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
     Error,
     InternalError,
     MixerState,
+    ModelState,
     Pattern,
     analyze,
     causal_attention,
@@ -46,7 +56,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
 __version__ = _mixlab.__version__
 
 __all__ = [
-    "Error", "InternalError", "Mixer", "MixerState", "Pattern", "analyze", "causal_attention", "check_mixer_spec",
+    "Error", "InternalError", "Mixer", "MixerState", "Model", "ModelState", "Pattern", "load", "analyze", "causal_attention", "check_mixer_spec",
     "delta_rule_chunked", "delta_rule_recurrent", "diag_decay_chunked", "diag_decay_recurrent",
     "fused_affine_isa", "mixer", "mixer_families", "resolvent", "selective_scan", "toeplitz", "use_cpu_block_cache",
     "cpu_block_cache_stats",
@@ -72,6 +82,33 @@ class _Tensors(torch.nn.Module):
         return self
 
 
+def _owner(module, dotted):
+    """The (sub)module of `module` that holds C++ name 'a.b.weight', created on demand, and 'weight'."""
+    *path, leaf = dotted.split(".")
+    owner = module
+    for part in path:
+        if part not in owner._modules:
+            owner.add_module(part, _Tensors())
+        owner = owner._modules[part]
+    return owner, leaf
+
+
+def _adopt_tensors(module, impl):
+    """Registers the C++ module `impl`'s parameters and buffers in `module` under their C++ names."""
+    for name, tensor in impl.named_parameters():
+        owner, leaf = _owner(module, name)
+        # The C++ tensor itself becomes the Parameter: nn.Parameter(tensor) would make a
+        # detached alias whose .grad the C++ forward never fills. Its Python class is set in
+        # place (torch's `_is_param` mark is not enough: isinstance would then also report it
+        # as an UninitializedParameter, which DistributedDataParallel rejects).
+        tensor.__class__ = torch.nn.Parameter
+        owner.register_parameter(leaf, tensor)
+    for name, tensor in impl.named_buffers():
+        owner, leaf = _owner(module, name)
+        owner.register_buffer(leaf, tensor)
+    impl.train(module.training)
+
+
 class Mixer(_Tensors):
     """A registered mixlab mixer as a torch.nn.Module: x (B,T,C) -> y (B,T,C), causal.
 
@@ -93,28 +130,7 @@ class Mixer(_Tensors):
         super().__init__()
         self._impl = _mixlab._mixer_create(spec, d_model, n_heads, max_len)
         self._dims = (d_model, n_heads, max_len)
-        for name, tensor in self._impl.named_parameters():
-            owner, leaf = self._owner(name)
-            # The C++ tensor itself becomes the Parameter: nn.Parameter(tensor) would make a
-            # detached alias whose .grad the C++ forward never fills. Its Python class is set in
-            # place (torch's `_is_param` mark is not enough: isinstance would then also report it
-            # as an UninitializedParameter, which DistributedDataParallel rejects).
-            tensor.__class__ = torch.nn.Parameter
-            owner.register_parameter(leaf, tensor)
-        for name, tensor in self._impl.named_buffers():
-            owner, leaf = self._owner(name)
-            owner.register_buffer(leaf, tensor)
-        self._impl.train(self.training)
-
-    def _owner(self, dotted):
-        """The (sub)module that holds C++ name 'a.b.weight', created on demand, and 'weight'."""
-        *path, leaf = dotted.split(".")
-        owner = self
-        for part in path:
-            if part not in owner._modules:
-                owner.add_module(part, _Tensors())
-            owner = owner._modules[part]
-        return owner, leaf
+        _adopt_tensors(self, self._impl)
 
     def forward(self, x):
         """x (B,T,C) -> (B,T,C), causal; differentiable in x and every parameter."""
@@ -199,3 +215,98 @@ def mixer(spec, d_model, n_heads, max_len=4096):
     A bad spec or dims raise mixlab.Error with the C++ message.
     """
     return Mixer(spec, d_model, n_heads, max_len)
+
+
+class Model(_Tensors):
+    """The decoder of ``mixlab train`` as a torch.nn.Module: tokens (B,T) int64 -> logits (B,T,V).
+
+    ``Model(config)`` builds it from a config dict with the keys of ``mixlab train``'s JSON
+    configs (mixlab/train/config.h: task, vocab, d_model, layers, heads, mixer, seed, ...; every
+    key optional, an unknown key or bad value raises mixlab.Error): the same dims, mixers and
+    initial weights (drawn from the config's seed; torch's generator is left as it was) as the
+    CLI. ``mixlab.load(path)`` returns the model of a checkpoint; ``save(path)`` writes one that
+    ``mixlab eval``, ``generate``, ``train --resume`` and ``--init-from`` read.
+
+    Parameters are the C++ model's own tensors (as for Mixer), so torch optimizers train it in
+    place. Decode: ``state = model.init_state(B)``, ``logits_t = model.step(state, tokens_t)``
+    with tokens_t (B) int64 per token (equal to ``forward(tokens)[:, t]`` to float rounding),
+    ``prefill(state, tokens)`` for a chunk, ``fork(state)`` to branch. ``generate(prompt, ...)``
+    samples text like ``mixlab generate`` (task lm only).
+    """
+
+    def __init__(self, config=None, *, _impl=None):
+        super().__init__()
+        if _impl is None:
+            if config is None:
+                config = {}
+            if not isinstance(config, dict):
+                raise Error(f"Model: config must be a dict of mixlab train config keys, got {type(config).__name__}")
+            _impl = _mixlab._model_from_config(json.dumps(config))
+        self._impl = _impl
+        _adopt_tensors(self, self._impl)
+
+    def forward(self, tokens):
+        """tokens (B,T) int64 -> logits (B,T,V) float32; differentiable in every parameter."""
+        return self._impl.forward(tokens)
+
+    def init_state(self, batch):
+        """A fresh decode state (mixlab.ModelState) for `batch` sequences."""
+        return self._impl.init_state(batch)
+
+    def step(self, state, tokens_t):
+        """tokens_t (B) int64 -> logits (B,V): one token; advances `state` by one position."""
+        return self._impl.step(state, tokens_t)
+
+    def prefill(self, state, tokens):
+        """tokens (B,T) int64 -> logits (B,T,V): T tokens at once; advances `state` by T."""
+        return self._impl.prefill(state, tokens)
+
+    def fork(self, state):
+        """A deep copy of `state`: two continuations that do not affect each other."""
+        return self._impl.fork(state)
+
+    def generate(self, prompt="", max_tokens=256, temperature=1.0, top_k=0, top_p=1.0, seed=0):
+        """Text after `prompt`, sampled as ``mixlab generate`` samples it (same options, same seed
+        -> same text): temperature 0 is greedy, top_k 0 and top_p 1 are off. Returns str (bytes
+        that are not UTF-8, possible when max_tokens cuts a character, are replaced)."""
+        raw = self._impl.generate(prompt, max_tokens, temperature, top_k, top_p, seed)
+        return raw.decode("utf-8", errors="replace")
+
+    def save(self, path):
+        """Writes a checkpoint (mixlab's format: header, checksum, config, weights, optimizer
+        state) atomically to `path`."""
+        self._impl.save(os.fspath(path))
+
+    def train(self, mode=True):
+        super().train(mode)
+        self._impl.train(mode)
+        return self
+
+    @property
+    def config(self):
+        """The resolved config (dict): every key with its value, as ``config.json`` of a run."""
+        return json.loads(self._impl.config)
+
+    @property
+    def completed_steps(self):
+        """Training steps the checkpoint had completed (0 for a new model)."""
+        return self._impl.completed_steps
+
+    def __reduce__(self):
+        return (_rebuild_model, (self.config, self.state_dict(), self.training))
+
+    def extra_repr(self):
+        c = self.config
+        return f"mixer='{c['mixer']}', task='{c['task']}', vocab={c['vocab']}, d_model={c['d_model']}, layers={c['layers']}"
+
+
+def _rebuild_model(config, state_dict, training):
+    m = Model(config)
+    m.load_state_dict(state_dict)
+    return m.train(training)
+
+
+def load(path):
+    """The model of a checkpoint written by ``mixlab train`` or Model.save (mixlab.Model). A
+    missing, corrupt or foreign file raises mixlab.Error naming the file and the problem."""
+    return Model(_impl=_mixlab._model_load(os.fspath(path)))
