@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <iterator>
 #include <sstream>
 #include <string>
@@ -145,6 +146,28 @@ TEST(AffineMemberTable, MixerRegistersTheExpectedParameters) {
     AffineMixer mixer(want.member, dims_12_3());
     EXPECT_EQ(registered(mixer), want.names) << affine_member_info(want.member).name;
   }
+}
+
+// RetNet's decays as the paper (Sun et al. 2023) and fla define them: gamma_h = 1 - 2^(-5 - h).
+TEST(AffineMemberRetNet, DecaysAreThePapers) {
+  for (int64_t H : {1, 3, 4, 8}) {
+    AffineMixer mixer(AffineMember::kRetNet, MixerDims{8 * H, H, 64});
+    const torch::Tensor* log_gamma = mixer.named_buffers().find("log_gamma");
+    ASSERT_NE(log_gamma, nullptr);
+    ASSERT_EQ(log_gamma->numel(), H);
+    for (int64_t h = 0; h < H; ++h)
+      EXPECT_NEAR(std::exp(log_gamma->index({h}).item<double>()), 1.0 - std::pow(2.0, -5.0 - double(h)), 1e-7)
+          << "H = " << H << ", h = " << h;
+  }
+  // Saved decays win: a weight file written with another schedule loads its own (the buffer).
+  auto old = std::make_shared<AffineMixer>(AffineMember::kRetNet, MixerDims{24, 3, 64});
+  torch::NoGradGuard no_grad;
+  old->named_buffers().find("log_gamma")->copy_(torch::log1p(-torch::pow(2.0, torch::tensor({-5.0, -7.0, -9.0}))));
+  std::stringstream archive;
+  torch::save(old, archive);
+  auto loaded = std::make_shared<AffineMixer>(AffineMember::kRetNet, MixerDims{24, 3, 64});
+  torch::load(loaded, archive);
+  EXPECT_NEAR(std::exp(loaded->named_buffers().find("log_gamma")->index({2}).item<double>()), 1.0 - 1.0 / 512, 1e-7);
 }
 
 }  // namespace

@@ -23,7 +23,8 @@
 //   q,k = elu+1 feature map, g = 0, normaliser z_t = sum k (an extra ones column of v):
 //   y = (S^T q) / (z^T q + 1e-6)
 // member retnet — RetNet, retention (Sun 2023); kernel diag_decay (scalar gate), row kRetNet
-//   g = log gamma_h, gamma_h = 1 - 2^(-5 - 4h/(H-1)) fixed per head; per-head RMS norm, swish
+//   g = log gamma_h, gamma_h = 1 - 2^(-5 - h) fixed per head (the paper's and fla's; before
+//   2026-11-27: 1 - 2^(-5 - 4h/(H-1)), saved weights keep theirs); per-head RMS norm, swish
 //   output gate; no xPos rotation
 // member gla — GLA, gated linear attention (Yang 2024); kernel diag_decay (per key), row kGla
 //   g_t = logsigmoid(W2 W1 x_t) / 16 per key (rank-16 gate), RMS norm, swish gate
