@@ -230,6 +230,7 @@ void run_train(const TrainArgs& a) {
                         {"train_acc", r.last_acc},
                         {"tokens_per_s", r.tokens_per_s},
                         {"seconds", r.seconds},
+                        {"stopped_early", r.stopped_early},
                         {"skipped_steps", r.skipped_steps},
                         {"world_size", r.world_size},
                         {"all_reduce_seconds", r.all_reduce_seconds},

@@ -73,14 +73,16 @@ const std::set<std::string>& known_keys() {
       "weight_decay", "beta1",       "beta2",       "grad_clip", "seed",
       "eval_batches", "eval_batch",  "eval_every",  "log_every", "checkpoint_every",
       "tokenizer",    "eval_tokens", "eval_stride", "max_len",   "curriculum_phases",
-      "elements",     "corpus",      "tokens"};
+      "elements",     "corpus",      "tokens",      "schedule",  "decay_frac",
+      "stop_at"};
   return keys;
 }
 
 // Keys that only change logging / evaluation cadence: they may differ on --resume.
 const std::set<std::string>& cadence_keys() {
-  static const std::set<std::string> keys = {"eval_batches",     "eval_batch",  "eval_every", "log_every",
-                                             "checkpoint_every", "eval_tokens", "eval_stride"};
+  // stop_at only decides where a run ends, never what a step computes.
+  static const std::set<std::string> keys = {"eval_batches",     "eval_batch",  "eval_every",  "log_every",
+                                             "checkpoint_every", "eval_tokens", "eval_stride", "stop_at"};
   return keys;
 }
 
@@ -110,6 +112,15 @@ void config_validate(const TrainConfig& c, const std::string& origin) {
   MIXLAB_CHECK(c.lr > 0, "config {}: key 'lr' must be > 0, got {}", origin, c.lr);
   MIXLAB_CHECK(c.warmup >= 0 && c.warmup <= c.steps, "config {}: key 'warmup' must be in [0, steps={}], got {}", origin,
                c.steps, c.warmup);
+  MIXLAB_CHECK(c.schedule == "cosine" || c.schedule == "wsd" || c.schedule == "constant",
+               "config {}: key 'schedule' must be cosine, wsd or constant, got '{}'", origin, c.schedule);
+  MIXLAB_CHECK(c.decay_frac > 0 && c.decay_frac <= 1, "config {}: key 'decay_frac' must be in (0, 1], got {}", origin,
+               c.decay_frac);
+  MIXLAB_CHECK(c.stop_at >= 0 && c.stop_at <= 1,
+               "config {}: key 'stop_at' must be in (0, 1] (a held-out accuracy), or 0 for off, got {}", origin,
+               c.stop_at);
+  MIXLAB_CHECK(c.stop_at == 0 || c.eval_every > 0,
+               "config {}: key 'stop_at' needs 'eval_every' > 0 (the evaluations it is checked at)", origin);
   MIXLAB_CHECK(c.weight_decay >= 0, "config {}: key 'weight_decay' must be >= 0, got {}", origin, c.weight_decay);
   MIXLAB_CHECK(c.beta1 >= 0 && c.beta1 < 1, "config {}: key 'beta1' must be in [0, 1), got {}", origin, c.beta1);
   MIXLAB_CHECK(c.beta2 >= 0 && c.beta2 < 1, "config {}: key 'beta2' must be in [0, 1), got {}", origin, c.beta2);
@@ -183,6 +194,9 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   c.batch = read_int(j, "batch", c.batch, 1, origin);
   c.lr = read_double(j, "lr", c.lr, origin);
   c.warmup = read_int(j, "warmup", std::min(c.warmup, c.steps), 0, origin);
+  c.schedule = read_string(j, "schedule", c.schedule, origin);
+  c.decay_frac = read_double(j, "decay_frac", c.decay_frac, origin);
+  c.stop_at = read_double(j, "stop_at", c.stop_at, origin);
   c.weight_decay = read_double(j, "weight_decay", c.weight_decay, origin);
   c.beta1 = read_double(j, "beta1", c.beta1, origin);
   c.beta2 = read_double(j, "beta2", c.beta2, origin);
@@ -266,6 +280,9 @@ json config_to_json(const TrainConfig& c) {
   j["batch"] = c.batch;
   j["lr"] = c.lr;
   j["warmup"] = c.warmup;
+  j["schedule"] = c.schedule;
+  j["decay_frac"] = c.decay_frac;
+  j["stop_at"] = c.stop_at;
   j["weight_decay"] = c.weight_decay;
   j["beta1"] = c.beta1;
   j["beta2"] = c.beta2;
@@ -326,6 +343,17 @@ int64_t config_eval_stride(const TrainConfig& c) {
 
 double config_lr_at(const TrainConfig& c, int64_t step) {
   if (c.warmup > 0 && step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
+  if (c.schedule == "constant") return c.lr;
+  if (c.schedule == "wsd") {
+    // The decay covers the last decay_frac of all steps (at least one step): lr at its first
+    // step, falling linearly to 0 at `steps`. A decay longer than the steps after warmup starts
+    // right after it.
+    const double decay_steps = std::max(1.0, std::round(c.decay_frac * static_cast<double>(c.steps)));
+    const double start = std::max(static_cast<double>(c.warmup), static_cast<double>(c.steps) - decay_steps);
+    if (static_cast<double>(step) < start) return c.lr;
+    const double span = std::max(1.0, static_cast<double>(c.steps) - start);
+    return c.lr * std::max(0.0, 1.0 - (static_cast<double>(step) - start) / span);
+  }
   const int64_t span = std::max<int64_t>(1, c.steps - c.warmup);
   const double progress = std::min(1.0, static_cast<double>(step - c.warmup) / static_cast<double>(span));
   return c.lr * 0.5 * (1.0 + std::cos(M_PI * progress));

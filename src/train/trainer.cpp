@@ -352,6 +352,10 @@ void metrics_truncate_to_step(const std::string& path, int64_t step) {
 
 }  // namespace
 
+double Trainer::stop_metric(const EvalResult& e) const {
+  return config_.task.name == "lm" ? e.token_acc : e.answer_acc;
+}
+
 TrainResult Trainer::run(const TrainOptions& o) {
   if (!o.resume_path.empty()) checkpoint_load(o.resume_path);
   return run_loop(o);
@@ -458,6 +462,17 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
                             {"eval_hop_queries", e.hop_queries}};
         if (config_.task.name == "lm") j["eval_ppl"] = std::exp(e.loss), j["eval_bpb"] = e.bits_per_byte;
         metrics.append_line(j.dump());
+      }
+      // Early stop: every rank evaluates the same batches on the same weights, so all decide alike.
+      if (config_.stop_at > 0 && stop_metric(e) >= config_.stop_at) {
+        result.stopped_early = true;
+        if (progress)
+          std::cerr << fmt::format("{}step {}: held-out accuracy {:.2f}% >= stop_at {:.2f}%: stopping\n", label, step_,
+                                   100 * stop_metric(e), 100 * config_.stop_at);
+        if (metrics.is_open())
+          metrics.append_line(
+              nlohmann::json({{"step", step_}, {"stopped_early", true}, {"stop_at", config_.stop_at}}).dump());
+        break;
       }
     }
     if (!checkpoint_path.empty() && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 && !last) {

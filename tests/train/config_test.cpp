@@ -79,6 +79,34 @@ TEST(TrainConfig, LmDataSources) {
                         "vocab must be the bytes tokenizer's vocabulary size 256");
 }
 
+TEST(TrainConfig, Schedules) {
+  // warmup 10 of 100 steps, lr 1.
+  const TrainConfig cos = parse(R"({"steps": 100, "warmup": 10, "lr": 1})");
+  EXPECT_EQ(cos.schedule, "cosine");
+  EXPECT_DOUBLE_EQ(config_lr_at(cos, 0), 0.1);
+  EXPECT_DOUBLE_EQ(config_lr_at(cos, 9), 1.0);
+  EXPECT_DOUBLE_EQ(config_lr_at(cos, 10), 1.0);
+  EXPECT_NEAR(config_lr_at(cos, 55), 0.5, 1e-12);
+  const TrainConfig con = parse(R"({"steps": 100, "warmup": 10, "lr": 1, "schedule": "constant"})");
+  EXPECT_DOUBLE_EQ(config_lr_at(con, 5), 0.6);
+  EXPECT_DOUBLE_EQ(config_lr_at(con, 99), 1.0);
+  // wsd with decay_frac 0.2: constant through step 79, then linear to 0 at step 100.
+  const TrainConfig wsd = parse(R"({"steps": 100, "warmup": 10, "lr": 1, "schedule": "wsd", "decay_frac": 0.2})");
+  EXPECT_DOUBLE_EQ(config_lr_at(wsd, 10), 1.0);
+  EXPECT_DOUBLE_EQ(config_lr_at(wsd, 79), 1.0);
+  EXPECT_DOUBLE_EQ(config_lr_at(wsd, 80), 1.0);
+  EXPECT_DOUBLE_EQ(config_lr_at(wsd, 90), 0.5);
+  EXPECT_NEAR(config_lr_at(wsd, 99), 0.05, 1e-12);
+  EXPECT_EQ(config_from_json(config_to_json(wsd), "rt").schedule, "wsd");
+  expect_error_contains([] { parse(R"({"schedule": "linear"})"); },
+                        "key 'schedule' must be cosine, wsd or constant, got 'linear'");
+  expect_error_contains([] { parse(R"({"decay_frac": 0})"); }, "key 'decay_frac' must be in (0, 1]");
+  expect_error_contains([] { parse(R"({"stop_at": 1.5, "eval_every": 10})"); }, "key 'stop_at' must be in (0, 1]");
+  expect_error_contains([] { parse(R"({"stop_at": 0.9})"); }, "'stop_at' needs 'eval_every' > 0");
+  // stop_at only decides where a run ends: a resume may change it.
+  EXPECT_EQ(config_resume_mismatch(parse(R"({"eval_every": 5})"), parse(R"({"eval_every": 5, "stop_at": 0.5})")), "");
+}
+
 TEST(TrainConfig, RoundTrip) {
   const TrainConfig c = parse(R"({"task": "multihop", "length": 48, "pairs": 6, "mixer": "local:8", "steps": 50,
                                   "warmup": 5, "lr": 0.001, "seed": 7, "curriculum": false})");

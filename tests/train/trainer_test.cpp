@@ -155,6 +155,51 @@ TEST(TrainTrainer, ResumeIsBitExact) {
   std::remove(ckpt.c_str());
 }
 
+// stop_at ends a run at the first eval_every evaluation whose held-out answer accuracy reaches
+// it, with the weights of an uninterrupted run at that step; a bar never reached changes nothing.
+TEST(TrainTrainer, StopAtEndsTheRunAtTheFirstEvaluationReachingIt) {
+  TrainConfig c = tiny_config();
+  c.task.vocab = 8;   // 4 content tokens
+  c.task.length = 1;  // one-token answers: copying one token is learned in a few steps
+  c.task.curriculum = false;
+  c.lr = 1e-2;
+  c.steps = 20;
+  c.eval_batch = 64;
+  c.eval_every = 5;
+  // The probe: the accuracy at each evaluation of an uninterrupted run.
+  Trainer probe(c);
+  std::vector<double> acc;
+  for (int64_t until = 5; until <= 15; until += 5) {
+    TrainOptions o = quiet();
+    o.until = until;
+    probe.run(o);
+    acc.push_back(probe.stop_metric(probe.evaluate()));
+  }
+  ASSERT_GT(acc[1], 0.0) << "seed 3: the step-10 accuracy is the bar the test stops at";
+  const int64_t expected = acc[0] >= acc[1] ? 5 : 10;  // the first evaluation reaching it
+  Trainer at(c);
+  TrainOptions o = quiet();
+  o.until = expected;
+  at.run(o);
+
+  TrainConfig stopping = c;
+  stopping.stop_at = acc[1];
+  Trainer t(stopping);
+  const TrainResult r = t.run(quiet());
+  EXPECT_TRUE(r.stopped_early);
+  EXPECT_EQ(r.step, expected);
+  expect_bit_equal(params_of(t), params_of(at));
+
+  TrainConfig never = c;
+  never.stop_at = 1.0;
+  Trainer full(never);
+  const TrainResult f = full.run(quiet());
+  if (std::max({acc[0], acc[1], acc[2]}) < 1.0) {
+    EXPECT_FALSE(f.stopped_early);
+    EXPECT_EQ(f.step, c.steps);
+  }
+}
+
 TEST(TrainTrainer, CheckpointRoundTrip) {
   const TrainConfig c = tiny_config();
   Trainer a(c, test_mixer_factory());

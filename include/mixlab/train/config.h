@@ -31,6 +31,12 @@
 //   d_model 64, layers 2, heads 4, mlp_ratio 4, mixer "attention" (a registry spec)
 //   steps 300, batch 32, lr 3e-3, warmup 30, weight_decay 0.1, beta1 0.9, beta2 0.98,
 //   grad_clip 1.0, seed 0
+//   schedule "cosine"    after the warmup: cosine | wsd (warmup-stable-decay) | constant
+//   decay_frac 0.2       wsd: fraction of the steps, at the end, over which lr decays to 0
+//   stop_at 0            early stop: at an eval_every evaluation whose held-out accuracy (answer
+//                        accuracy; lm: token accuracy) is >= stop_at, in (0, 1], the run ends
+//                        there (checkpoint and final evaluation as at the last step;
+//                        result.json "stopped_early"); needs eval_every > 0. 0 = off
 //   eval_batches 4, eval_batch 0 (0 = batch), eval_every 0 (0 = only at the end),
 //   log_every 10, checkpoint_every 0 (0 = only at the end)
 // Every value is checked (type and range); errors name the key and the file. Integer keys are
@@ -62,6 +68,9 @@ struct TrainConfig {
   int64_t batch = 32;
   double lr = 3e-3;
   int64_t warmup = 30;
+  std::string schedule = "cosine";  // after warmup: cosine | wsd | constant (config_lr_at)
+  double decay_frac = 0.2;          // wsd: the last fraction of the steps decays linearly to 0
+  double stop_at = 0;               // (0, 1]: stop at an eval_every evaluation reaching it; 0 = off
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.98;
@@ -118,7 +127,12 @@ double machine_memory_bytes();
 int64_t config_max_len(const TrainConfig& c);
 /// The lm evaluation stride: eval_stride, or max(1, length / 2) when it is 0.
 int64_t config_eval_stride(const TrainConfig& c);
-/// Schedule: linear warmup lr*(step+1)/warmup for step < warmup, then cosine from lr to 0 at `steps`.
+/// Schedule: linear warmup lr*(step+1)/warmup for step < warmup, then by `schedule`:
+///   cosine    from lr to 0 at `steps` (half a cosine over the steps after warmup)
+///   wsd       warmup-stable-decay: lr until the last decay_frac of the steps (of all `steps`),
+///             then linearly to 0 at `steps`
+///   constant  lr
+/// The value at `step` is the one the optimiser uses for that step (0-based).
 double config_lr_at(const TrainConfig& c, int64_t step);
 
 }  // namespace mixlab

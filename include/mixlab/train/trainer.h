@@ -103,14 +103,15 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  int64_t step = 0;           // steps completed
-  double last_loss = 0;       // mean training loss over the last log window
-  double last_acc = 0;        // mean training token accuracy over the last log window
-  EvalResult eval;            // held-out evaluation at the end of the run
-  double tokens_per_s = 0;    // training tokens (B*T per step) per second, this run
-  double seconds = 0;         // wall time of the training steps of this run
-  int64_t skipped_steps = 0;  // non-finite steps skipped (TrainOptions::skip_nonfinite)
-  int64_t world_size = 1;     // processes that trained together (data parallel)
+  int64_t step = 0;            // steps completed
+  double last_loss = 0;        // mean training loss over the last log window
+  double last_acc = 0;         // mean training token accuracy over the last log window
+  EvalResult eval;             // held-out evaluation at the end of the run
+  double tokens_per_s = 0;     // training tokens (B*T per step) per second, this run
+  double seconds = 0;          // wall time of the training steps of this run
+  int64_t skipped_steps = 0;   // non-finite steps skipped (TrainOptions::skip_nonfinite)
+  bool stopped_early = false;  // config.stop_at reached at an evaluation: `step` is where
+  int64_t world_size = 1;      // processes that trained together (data parallel)
   // Data parallel, this rank: wall seconds from the end of its backward to the reduced gradients,
   // split into the wait for the slowest rank's backward to end (peer_wait_seconds) and the rest,
   // the all-reduce itself (all_reduce_seconds; its part overlapped with backward is not counted).
@@ -140,6 +141,8 @@ class Trainer {
   BatchScore train_step();
   /// Held-out evaluation over config.eval_batches batches of config.eval_batch rows.
   EvalResult evaluate();
+  /// The held-out accuracy config.stop_at is compared with: answer accuracy, token accuracy for lm.
+  double stop_metric(const EvalResult& e) const;
 
   /// Starts from another run's weights (`train --init-from`): copies the checkpoint's model
   /// parameters and buffers into this model. The optimiser, step, schedule and RNG stay this
