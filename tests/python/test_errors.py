@@ -36,6 +36,12 @@ class ErrorTest(unittest.TestCase):
             mixlab.check_mixer_spec("local:0")
         with self.assertRaisesRegex(mixlab.Error, "d_model"):
             mixlab.mixer("gla", 0, 2)
+        # A per-layer list ("ssm|attention") names a model's mixers (hybrid stacks, C++ only);
+        # one mixer refuses it by name instead of reading an unknown family.
+        with self.assertRaisesRegex(mixlab.Error, "'ssm\\|attention': a per-layer list"):
+            mixlab.mixer("ssm|attention", 16, 2)
+        with self.assertRaisesRegex(mixlab.Error, "per-layer list"):
+            mixlab.check_mixer_spec("ssm*2")
 
     def test_kernel_errors(self):
         with self.assertRaisesRegex(mixlab.Error, "path"):
