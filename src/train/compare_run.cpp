@@ -83,7 +83,7 @@ MixerAnalysis analyze_mixer(Mixer& mixer, int64_t T) {
 }
 
 // A single-spec model: its one mixer's columns. A hybrid (a per-layer list, layer_specs.h): the
-// text columns per item of the list as written ("ssm*3|attention" -> structure "ssm:16*3|causal"),
+// text columns per item of the list as written ("ssm*3|attention" -> pattern "order:1*3|causal"),
 // time/tok and cache the worst layer that has a pattern (CompareRow::per_layer; the report says so).
 void fill_analysis(CompareRow& row, DecoderModel& model, int64_t T) {
   row.analysis_T = T;
