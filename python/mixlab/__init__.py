@@ -10,7 +10,8 @@ into torch's autograd graph like a built-in op.
     opt = torch.optim.AdamW(layer.parameters())
 
 Functions: resolvent, toeplitz, diag_decay_chunked / diag_decay_recurrent, delta_rule_chunked /
-delta_rule_recurrent, analyze, mixer, mixer_families, check_mixer_spec. Classes: Pattern, Mixer,
+delta_rule_recurrent, analyze, mixer, mixer_families, check_mixer_spec, mixer_layer_specs (a
+model's per-layer list, e.g. "ssm*3|attention", as one spec per layer). Classes: Pattern, Mixer,
 MixerState. Caller errors raise mixlab.Error (a ValueError) with the C++ message.
 
 Shapes use mixlab's letters: B batch, T time, H heads, D head dim, C model width, W pattern width.
@@ -37,6 +38,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
     diag_decay_recurrent,
     fused_affine_isa,
     mixer_families,
+    mixer_layer_specs,
     resolvent,
     selective_scan,
     toeplitz,
@@ -48,7 +50,7 @@ __version__ = _mixlab.__version__
 __all__ = [
     "Error", "InternalError", "Mixer", "MixerState", "Pattern", "analyze", "causal_attention", "check_mixer_spec",
     "delta_rule_chunked", "delta_rule_recurrent", "diag_decay_chunked", "diag_decay_recurrent",
-    "fused_affine_isa", "mixer", "mixer_families", "resolvent", "selective_scan", "toeplitz", "use_cpu_block_cache",
+    "fused_affine_isa", "mixer", "mixer_families", "mixer_layer_specs", "resolvent", "selective_scan", "toeplitz", "use_cpu_block_cache",
     "cpu_block_cache_stats",
 ]
 
