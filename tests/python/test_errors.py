@@ -43,6 +43,13 @@ class ErrorTest(unittest.TestCase):
         with self.assertRaisesRegex(mixlab.Error, "per-layer list"):
             mixlab.check_mixer_spec("ssm*2")
 
+    def test_mixer_layer_specs(self):
+        self.assertEqual(mixlab.mixer_layer_specs("ssm*3|attention", 4), ["ssm", "ssm", "ssm", "attention"])
+        self.assertEqual(mixlab.mixer_layer_specs("gla|local:4", 4), ["gla", "local:4", "gla", "local:4"])
+        self.assertEqual(mixlab.mixer_layer_specs("brl:w=8:m=8", 2), ["brl:w=8:m=8", "brl:w=8:m=8"])
+        with self.assertRaisesRegex(mixlab.Error, "the list names 2 layers, which does not divide"):
+            mixlab.mixer_layer_specs("ssm|attention", 3)
+
     def test_kernel_errors(self):
         with self.assertRaisesRegex(mixlab.Error, "path"):
             mixlab.toeplitz(torch.zeros(1, 4), torch.zeros(1, 1, 4, 2), path="dft")
