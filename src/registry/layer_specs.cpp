@@ -71,19 +71,23 @@ std::vector<std::string> mixer_layer_specs(const std::string& spec, int64_t laye
 }
 
 void check_mixer_layer_specs(const std::string& spec, int64_t layers, const MixerDims& dims) {
-  const std::vector<std::string> specs = mixer_layer_specs(spec, layers);
+  // The list as written, not expanded: the first layer of each item is all a message needs.
+  const std::vector<MixerLayerItem> items = mixer_layer_list(spec, layers);
   if (!mixer_spec_is_layer_list(spec)) {
     check_mixer_spec(spec, dims);
     return;
   }
   std::set<std::string> checked;
-  for (size_t l = 0; l < specs.size(); ++l) {
-    if (!checked.insert(specs[l]).second) continue;  // one check per distinct member
-    try {
-      check_mixer_spec(specs[l], dims);
-    } catch (const Error& e) {
-      MIXLAB_FAIL("{}: layer {}: {}", mixer_spec_context(spec), l, e.what());
+  int64_t layer = 0;
+  for (const auto& item : items) {
+    if (checked.insert(item.spec).second) {  // one check per distinct member
+      try {
+        check_mixer_spec(item.spec, dims);
+      } catch (const Error& e) {
+        MIXLAB_FAIL("{}: layer {}: {}", mixer_spec_context(spec), layer, e.what());
+      }
     }
+    layer += item.count;
   }
 }
 

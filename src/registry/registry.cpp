@@ -174,10 +174,12 @@ const FamilyRow& spec_split(const std::string& spec, std::string& args) {
   }
   // '|' and '*' belong to a model's per-layer list (layer_specs.h), which no single mixer takes;
   // without this check "ssm|local" would read as an unknown family 'ssm|local'.
-  MIXLAB_CHECK(spec.find_first_of("|*") == std::string::npos,
-               "mixer spec '{}': a per-layer list ('|' between layers, '*N' repeats) names a model's mixers; one "
-               "mixer takes one spec, e.g. '{}'",
-               spec, spec.substr(0, spec.find_first_of("|*")));
+  if (const size_t list = spec.find_first_of("|*"); list != std::string::npos) {
+    MIXLAB_FAIL(
+        "mixer spec '{}': a per-layer list ('|' between layers, '*N' repeats) names a model's mixers; one "
+        "mixer takes one spec, e.g. '{}'",
+        spec, list > 0 ? spec.substr(0, list) : std::string("ssm"));
+  }
   const auto colon = spec.find(':');
   const std::string family = spec.substr(0, colon);
   args = colon == std::string::npos ? "" : spec.substr(colon + 1);

@@ -78,6 +78,9 @@ TEST(LayerSpecs, ChecksEveryMemberThroughTheRegistry) {
   const auto dims = mixlab::testing::small_mixer_dims();
   EXPECT_NO_THROW(mixlab::check_mixer_layer_specs("ssm*3|attention", 4, dims));
   EXPECT_NO_THROW(mixlab::check_mixer_layer_specs("brl:w=4:m=2|local:4", 2, dims));
+  // Nothing is expanded: a huge layer count costs one check per member.
+  EXPECT_NO_THROW(mixlab::check_mixer_layer_specs("ssm*2|attention", 300000000, dims));
+  EXPECT_NO_THROW(mixlab::check_mixer_layer_specs("ssm", 1000000000, dims));
   // A member's own error, prefixed with the whole list and the member's first layer.
   expect_error([&] { mixlab::check_mixer_layer_specs("ssm|bogus", 4, dims); },
                {"mixer spec 'ssm|bogus': layer 1: mixer spec 'bogus': unknown family 'bogus'"});
@@ -95,6 +98,7 @@ TEST(LayerSpecs, OneMixerRefusesAListAndNoFamilyUsesItsCharacters) {
   expect_error([&] { (void)mixlab::mixer_create("ssm|attention", dims); },
                {"mixer spec 'ssm|attention': a per-layer list", "one mixer takes one spec, e.g. 'ssm'"});
   expect_error([&] { mixlab::check_mixer_spec("ssm*2", dims); }, {"mixer spec 'ssm*2': a per-layer list"});
+  expect_error([&] { mixlab::check_mixer_spec("*2", dims); }, {"mixer spec '*2': a per-layer list", "e.g. 'ssm'"});
   // '|' and '*' appear in no registered spec (the table's specs and every family's usage line
   // apart from its alternatives "a|b", which are documentation, not spec text).
   for (const auto& spec : mixlab::testing::mixer_specs_under_test()) {
