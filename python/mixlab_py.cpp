@@ -475,8 +475,8 @@ Mixer.step, which advances it by one token.
       "Validates a mixer spec (family and every argument) without building it; raises mixlab.Error.");
   m.def(
       "mixer_layer_specs",
-      [](const std::string& spec, int64_t layers) { return mixlab::mixer_layer_specs(spec, layers); },
-      py::arg("spec"), py::arg("layers"),
+      [](const std::string& spec, int64_t layers) { return mixlab::mixer_layer_specs(spec, layers); }, py::arg("spec"),
+      py::arg("layers"),
       "The mixer spec of each of `layers` layers of a model's mixer spec: one spec for all, or a per-layer list "
       "(a hybrid stack, 'ssm*3|attention': '|' between layers, '*N' repeats, a shorter list repeats when it "
       "divides layers). Checks the list's grammar; raises mixlab.Error.");
