@@ -79,7 +79,8 @@ void bm_decode(benchmark::State& st, const std::string& spec, const std::string&
   if (it == g_grown.end()) {
     torch::manual_seed(0);
     Grown g;
-    g.model = std::make_shared<mixlab::DecoderModel>(bench_dims(max_len), mixlab::mixer_factory_from_spec(spec));
+    const mixlab::ModelDims dims = bench_dims(max_len);
+    g.model = std::make_shared<mixlab::DecoderModel>(dims, mixlab::mixer_factory_from_spec(spec, dims.layers));
     g.model->eval();
     g.state = g.model->init_state(1);
     it = g_grown.emplace(key, std::move(g)).first;

@@ -6,6 +6,7 @@ torch.optim.AdamW, cross-entropy on the next byte. Everything else (embedding, L
 training loop) is ordinary torch code: mixlab layers drop into a PyTorch model like nn layers.
 
     PYTHONPATH=build/python /usr/bin/python3 examples/train_lm.py --mixer resolvent:pow2+cache --steps 300
+    PYTHONPATH=build/python /usr/bin/python3 examples/train_lm.py --mixer "ssm*3|attention" --layers 4  # hybrid
     PYTHONPATH=build/python /usr/bin/python3 examples/train_lm.py --backbone mixlab --save runs/py/checkpoint.pt
     build/mixlab generate --checkpoint runs/py/checkpoint.pt --prompt "The jury said"
 
@@ -69,7 +70,9 @@ class ByteLM(torch.nn.Module):
     def __init__(self, spec, d=64, heads=4, layers=2, max_len=256):
         super().__init__()
         self.emb = torch.nn.Embedding(256, d)
-        self.blocks = torch.nn.ModuleList(Block(spec, d, heads, max_len) for _ in range(layers))
+        # One spec for every block, or one per block (a hybrid stack, "ssm*3|attention"), as in mixlab's C++ model.
+        specs = mixlab.mixer_layer_specs(spec, layers)
+        self.blocks = torch.nn.ModuleList(Block(s, d, heads, max_len) for s in specs)
         self.norm = torch.nn.LayerNorm(d)
         self.head = torch.nn.Linear(d, 256)
 

@@ -33,6 +33,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/mixer/mixer.h"
 #include "mixlab/pattern/pattern.h"
+#include "mixlab/registry/layer_specs.h"
 #include "mixlab/registry/registry.h"
 #include "mixlab/resolvent/resolvent.h"
 #include "mixlab/scan/affine.h"
@@ -473,6 +474,13 @@ Mixer.step, which advances it by one token.
       },
       py::arg("spec"), py::arg("d_model") = 16, py::arg("n_heads") = 2, py::arg("max_len") = 64,
       "Validates a mixer spec (family and every argument) without building it; raises mixlab.Error.");
+  m.def(
+      "mixer_layer_specs",
+      [](const std::string& spec, int64_t layers) { return mixlab::mixer_layer_specs(spec, layers); }, py::arg("spec"),
+      py::arg("layers"),
+      "The mixer spec of each of `layers` layers of a model's mixer spec: one spec for all, or a per-layer list "
+      "(a hybrid stack, 'ssm*3|attention': '|' between layers, '*N' repeats, a shorter list repeats when it "
+      "divides layers). Checks the list's grammar; raises mixlab.Error.");
 }
 
 }  // namespace

@@ -15,6 +15,9 @@ void cmd_mixers_register(CLI::App& app) {
     size_t width = 0;
     for (const auto& f : mixer_families()) width = std::max(width, f.usage.size());
     for (const auto& f : mixer_families()) std::cout << fmt::format("  {:<{}}  {}\n", f.usage, width, f.description);
+    // A model's mixer may also be one spec per layer (mixlab/registry/layer_specs.h).
+    std::cout << "A model takes one spec for every layer, or one per layer (a hybrid stack): 'ssm*3|attention'\n"
+                 "('|' between layers, '*N' repeats; a shorter list repeats when it divides the layer count).\n";
   });
 }
 

@@ -2,6 +2,7 @@
 //
 //   mixlab train --config configs/copy_attention.json
 //   mixlab train --task recall --mixer resolvent:pow2 --steps 500 --set d_model=128
+//   mixlab train --task recall --mixer "ssm*3|attention" --layers 4   # a hybrid: one spec per layer
 //   mixlab train --config c.json --until 100          # stop at step 100 (checkpoint written)
 //   mixlab train --config c.json --resume runs/train/copy-attention/checkpoint.pt
 //   mixlab train --config long.json --init-from runs/train/short/checkpoint.pt  # a new run, its weights
@@ -28,7 +29,7 @@
 #include "mixlab/dist/data_parallel.h"
 #include "mixlab/dist/gradient_reducer.h"
 #include "mixlab/dist/launch.h"
-#include "mixlab/registry/registry.h"
+#include "mixlab/registry/layer_specs.h"
 #include "mixlab/train/task_lm.h"
 #include "mixlab/train/trainer.h"
 
@@ -39,7 +40,7 @@ struct TrainArgs {
   std::string config, task, mixer, out, checkpoint, resume, init_from, metrics;
   std::vector<std::string> sets;
   // Numbers arrive as text and go through parse_number: out of range is an error, not a clamp.
-  std::string steps, seed, until, max_memory, skip_nonfinite;
+  std::string steps, layers, seed, until, max_memory, skip_nonfinite;
   std::string nproc, master_port, dist_timeout, bucket_kb;
   bool mixer_given = false;  // --mixer '' is an error (empty spec), not "keep the config's"
   bool quiet = false;
@@ -86,6 +87,7 @@ void run_train(const TrainArgs& a) {
   if (!a.task.empty()) j["task"] = a.task;
   if (a.mixer_given) j["mixer"] = a.mixer;
   if (!a.steps.empty()) j["steps"] = parse_positive_int(a.steps, "--steps", int64_t{1} << 40);
+  if (!a.layers.empty()) j["layers"] = parse_positive_int(a.layers, "--layers", int64_t{1} << 24);
   if (!a.seed.empty()) j["seed"] = parse_uint64(a.seed, "--seed");
   const int64_t until = a.until.empty() ? 0 : parse_positive_int(a.until, "--until", int64_t{1} << 40);
   const int64_t skip = a.skip_nonfinite.empty() ? 0 : parse_int(a.skip_nonfinite, "--skip-nonfinite", 0, 1 << 30);
@@ -102,7 +104,8 @@ void run_train(const TrainArgs& a) {
   const std::string origin = a.config.empty() ? "(command line)" : a.config;
   const TrainConfig config = config_from_json(j, origin);
 
-  // 2. Resources, then the mixer spec at the config's dims (one layer, no model).
+  // 2. Resources, then the mixer spec at the config's dims (one layer per distinct member of a
+  // per-layer list, no model).
   double limit = machine_memory_bytes();
   std::string limit_name = "this machine's memory";
   if (!a.max_memory.empty()) {
@@ -110,7 +113,8 @@ void run_train(const TrainArgs& a) {
     limit_name = "--max-memory";
   }
   config_check_memory(config, limit, origin, limit_name);
-  check_mixer_spec(config.mixer, MixerDims{config.d_model, config.heads, model_dims_for(config).max_len});
+  check_mixer_layer_specs(config.mixer, config.layers,
+                          MixerDims{config.d_model, config.heads, model_dims_for(config).max_len});
   if (config.task.name == "lm") {
     // The tokenizer files and the token caches (built on first use) before --out is touched.
     for (LmSplit split : {LmSplit::kTrain, LmSplit::kValid}) {
@@ -265,9 +269,12 @@ void cmd_train_register(CLI::App& app) {
       "train", "Train one mixer on one task: a synthetic task or language modelling (--task lm; see configs/)");
   sub->add_option("--config", args->config, "JSON config file (keys: mixlab/train/config.h; at most 1 MiB)");
   sub->add_option("--task", args->task, "Task: copy | recall | multihop | textcopy | s5 | lm (overrides the config)");
-  sub->add_option("--mixer", args->mixer, "Mixer spec, e.g. attention, local:8, resolvent:pow2")
+  sub->add_option("--mixer", args->mixer,
+                  "Mixer spec, e.g. attention, local:8, resolvent:pow2; or one per layer (a hybrid): 'ssm*3|attention' "
+                  "('|' between layers, '*N' repeats; a shorter list repeats when it divides --layers)")
       ->each([args](const std::string&) { args->mixer_given = true; });
   sub->add_option("--steps", args->steps, "Training steps, 1 to 2^40 (overrides the config)");
+  sub->add_option("--layers", args->layers, "Blocks of the model, 1 to 2^24 (overrides the config)");
   sub->add_option("--seed", args->seed, "Seed, 0 to 2^64-1 (overrides the config)");
   sub->add_option("--set", args->sets, "Override any config key: --set d_model=128 (repeatable)");
   sub->add_option("--out", args->out, "Output directory (default runs/train/<task>-<mixer>); locked while training");

@@ -18,7 +18,8 @@ checkpoints:
     model.save("mine.pt")                                           # mixlab eval/generate/train read it
 
 Functions: resolvent, toeplitz, diag_decay_chunked / diag_decay_recurrent, delta_rule_chunked /
-delta_rule_recurrent, analyze, mixer, mixer_families, check_mixer_spec, load. Classes: Pattern,
+delta_rule_recurrent, analyze, mixer, mixer_families, check_mixer_spec, mixer_layer_specs (a
+model's per-layer list, e.g. "ssm*3|attention", as one spec per layer), load. Classes: Pattern,
 Mixer, MixerState, Model, ModelState. Caller errors raise mixlab.Error (a ValueError) with the C++ message.
 
 Shapes use mixlab's letters: B batch, T time, H heads, D head dim, C model width, W pattern width.
@@ -47,6 +48,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
     diag_decay_recurrent,
     fused_affine_isa,
     mixer_families,
+    mixer_layer_specs,
     resolvent,
     selective_scan,
     toeplitz,
@@ -58,7 +60,7 @@ __version__ = _mixlab.__version__
 __all__ = [
     "Error", "InternalError", "Mixer", "MixerState", "Model", "ModelState", "Pattern", "load", "analyze", "causal_attention", "check_mixer_spec",
     "delta_rule_chunked", "delta_rule_recurrent", "diag_decay_chunked", "diag_decay_recurrent",
-    "fused_affine_isa", "mixer", "mixer_families", "resolvent", "selective_scan", "toeplitz", "use_cpu_block_cache",
+    "fused_affine_isa", "mixer", "mixer_families", "mixer_layer_specs", "resolvent", "selective_scan", "toeplitz", "use_cpu_block_cache",
     "cpu_block_cache_stats",
 ]
 

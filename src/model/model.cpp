@@ -7,12 +7,20 @@
 #include "mixlab/core/error.h"
 #include "mixlab/core/row_kernels.h"
 #include "mixlab/core/tensor_checks.h"
+#include "mixlab/registry/layer_specs.h"
 #include "mixlab/registry/registry.h"
 
 namespace mixlab {
 
-MixerFactory mixer_factory_from_spec(const std::string& spec) {
-  return [spec](const MixerDims& dims) { return mixer_create(spec, dims); };
+MixerFactory mixer_factory_from_spec(const std::string& spec, int64_t layers) {
+  // The factory is called once per block in block order (MixerFactory), so a counter picks the
+  // block's spec; modulo `layers` so that one factory can build several models of that depth.
+  auto specs = std::make_shared<const std::vector<std::string>>(mixer_layer_specs(spec, layers));
+  auto next = std::make_shared<size_t>(0);
+  return [specs, next](const MixerDims& dims) {
+    const std::string& s = (*specs)[(*next)++ % specs->size()];
+    return mixer_create(s, dims);
+  };
 }
 
 Block::Block(const ModelDims& dims, MixerPtr mixer) : mixer_(std::move(mixer)) {

@@ -172,6 +172,14 @@ const FamilyRow& spec_split(const std::string& spec, std::string& args) {
     const auto c = static_cast<unsigned char>(spec[i]);
     MIXLAB_CHECK(c >= 0x20 && c != 0x7F, "mixer spec has a control character (byte {:#04x}) at offset {}", c, i);
   }
+  // '|' and '*' belong to a model's per-layer list (layer_specs.h), which no single mixer takes;
+  // without this check "ssm|local" would read as an unknown family 'ssm|local'.
+  if (const size_t list = spec.find_first_of("|*"); list != std::string::npos) {
+    MIXLAB_FAIL(
+        "mixer spec '{}': a per-layer list ('|' between layers, '*N' repeats) names a model's mixers; one "
+        "mixer takes one spec, e.g. '{}'",
+        spec, list > 0 ? spec.substr(0, list) : std::string("ssm"));
+  }
   const auto colon = spec.find(':');
   const std::string family = spec.substr(0, colon);
   args = colon == std::string::npos ? "" : spec.substr(colon + 1);

@@ -183,7 +183,7 @@ TrainConfig compare_config(const std::string& preset_name, const std::string& ta
 
 int64_t compare_model_parameters(const TrainConfig& c) {
   torch::NoGradGuard no_grad;
-  DecoderModel model(model_dims_for(c), mixer_factory_from_spec(c.mixer));
+  DecoderModel model(model_dims_for(c), mixer_factory_from_spec(c.mixer, c.layers));
   return model.parameter_count();
 }
 

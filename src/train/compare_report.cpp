@@ -179,6 +179,12 @@ std::string compare_table_text(const CompareReport& rep) {
       T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "",
       rep.seeds > 1 ? fmt::format("; mean (min..max) over {} seeds", rep.seeds) : "", rep.preset, rep.seconds,
       rep.jobs);
+  if (std::any_of(rep.rows.begin(), rep.rows.end(), [](const CompareRow& r) { return r.per_layer; })) {
+    out +=
+        "hybrid rows (a per-layer mixer list): structure, cost, path and congestion per item of the list as "
+        "written;\n"
+        "time/tok and cache are the worst layer's (layers without a pattern are not measured).\n";
+  }
   if (lm) {
     out +=
         "lm: perplexity and bits per byte of the Brown valid stream (sliding window, mixlab/train/lm_eval.h); params "
@@ -297,6 +303,7 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"cache", r.cache_max},
               {"shortest_path", r.shortest},
               {"congestion", r.congestion},
+              {"analysis_per_layer", r.per_layer},
               {"eval_token_acc", r.token_acc},
               {"answer_acc", r.answer_acc},
               {"eval_loss", r.eval_loss},

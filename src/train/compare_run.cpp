@@ -15,7 +15,7 @@
 #include "mixlab/analysis/analyze.h"
 #include "mixlab/analysis/format.h"
 #include "mixlab/core/error.h"
-#include "mixlab/registry/registry.h"
+#include "mixlab/registry/layer_specs.h"
 #include "mixlab/train/compare.h"
 #include "mixlab/train/trainer.h"
 
@@ -32,11 +32,11 @@ std::string file_safe(const std::string& s) {
   return r;
 }
 
-// The check `train` makes too (check_mixer_spec), so that every spec error (unknown family, bad
+// The check `train` makes too (check_mixer_layer_specs), so that every spec error (unknown family, bad
 // parameters, a pattern the kernel rejects at this width) surfaces before any training.
 void check_run_spec(const TrainConfig& c) {
   try {
-    check_mixer_spec(c.mixer, MixerDims{c.d_model, c.heads, config_max_len(c)});
+    check_mixer_layer_specs(c.mixer, c.layers, MixerDims{c.d_model, c.heads, config_max_len(c)});
   } catch (const Error& e) {
     MIXLAB_FAIL("compare: mixer '{}' (task {}): {}", c.mixer, c.task.name, e.what());
   }
@@ -58,23 +58,70 @@ double decode_us_per_token(DecoderModel& model, int64_t T) {
   return 1e6 * s / static_cast<double>(T);
 }
 
-void fill_analysis(CompareRow& row, Mixer& mixer, int64_t T) {
-  row.cost_class = mixer.cost_class();
-  row.pattern = mixer.pattern_spec();
+// The analysis columns of one mixer.
+struct MixerAnalysis {
+  std::string structure, pattern, cost_class, shortest = "—", congestion = "—";
+  int64_t cost_max = -1, cache_max = -1;
+};
+
+MixerAnalysis analyze_mixer(Mixer& mixer, int64_t T) {
+  MixerAnalysis a;
+  a.cost_class = mixer.cost_class();
+  a.pattern = mixer.pattern_spec();
+  if (a.pattern.empty()) {
+    a.structure = mixer.spec();
+    return a;
+  }
+  const Pattern p = Pattern::parse(a.pattern);
+  const PatternReport r = analyze_pattern(p, T, AnalyzeOptions{});
+  a.structure = r.structure;
+  a.cost_max = r.cost_max;
+  a.cache_max = r.cache_max;
+  a.shortest = format_shortest_path(r.shortest_path);
+  a.congestion = format_congestion(r.congestion);
+  return a;
+}
+
+// A single-spec model: its one mixer's columns. A hybrid (a per-layer list, layer_specs.h): the
+// text columns per item of the list as written ("ssm*3|attention" -> pattern "order:1*3|causal"),
+// time/tok and cache the worst layer that has a pattern (CompareRow::per_layer; the report says so).
+void fill_analysis(CompareRow& row, DecoderModel& model, int64_t T) {
   row.analysis_T = T;
-  if (row.pattern.empty()) {
-    row.structure = mixer.spec();
-    row.shortest = "—";
-    row.congestion = "—";
+  if (!mixer_spec_is_layer_list(row.mixer)) {
+    const MixerAnalysis a = analyze_mixer(model.blocks().front()->mixer(), T);
+    row.cost_class = a.cost_class;
+    row.pattern = a.pattern;
+    row.structure = a.structure;
+    row.cost_max = a.cost_max;
+    row.cache_max = a.cache_max;
+    row.shortest = a.shortest;
+    row.congestion = a.congestion;
     return;
   }
-  const Pattern p = Pattern::parse(row.pattern);
-  const PatternReport r = analyze_pattern(p, T, AnalyzeOptions{});
-  row.structure = r.structure;
-  row.cost_max = r.cost_max;
-  row.cache_max = r.cache_max;
-  row.shortest = format_shortest_path(r.shortest_path);
-  row.congestion = format_congestion(r.congestion);
+  row.per_layer = true;
+  std::map<std::string, MixerAnalysis> done;  // one analysis per distinct member
+  std::vector<std::string> structure, pattern, cost_class, shortest, congestion;
+  int64_t block = 0;
+  for (const auto& item : mixer_layer_list(row.mixer, model.dims().layers)) {
+    Mixer& mixer = model.blocks()[static_cast<size_t>(block)]->mixer();
+    block += item.count;
+    auto it = done.find(item.spec);
+    if (it == done.end()) it = done.emplace(item.spec, analyze_mixer(mixer, T)).first;
+    const MixerAnalysis& a = it->second;
+    const std::string times = item.count > 1 ? fmt::format("*{}", item.count) : std::string();
+    structure.push_back(a.structure + times);
+    pattern.push_back((a.pattern.empty() ? "—" : a.pattern) + times);
+    cost_class.push_back(a.cost_class + times);
+    shortest.push_back(a.shortest + times);
+    congestion.push_back(a.congestion + times);
+    row.cost_max = std::max(row.cost_max, a.cost_max);
+    row.cache_max = std::max(row.cache_max, a.cache_max);
+  }
+  row.structure = fmt::format("{}", fmt::join(structure, "|"));
+  row.pattern = fmt::format("{}", fmt::join(pattern, "|"));
+  row.cost_class = fmt::format("{}", fmt::join(cost_class, "|"));
+  row.shortest = fmt::format("{}", fmt::join(shortest, "|"));
+  row.congestion = fmt::format("{}", fmt::join(congestion, "|"));
 }
 
 }  // namespace
@@ -309,7 +356,7 @@ CompareReport compare_run(const CompareOptions& o) {
       // T is the longest task's sequence, and each model is sized for its own task.
       MIXLAB_ASSERT(decode_model != nullptr, "compare: no model of {} holds T = {}", mixers[m], T);
       row.decode_us_per_token = decode_us_per_token(*decode_model, T);
-      fill_analysis(row, decode_model->blocks().front()->mixer(), T);
+      fill_analysis(row, *decode_model, T);
       row.ran = true;
     } catch (const Error& e) {
       row.ran = false;

@@ -12,6 +12,7 @@
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/error.h"
 #include "mixlab/data/lm_tokenizer.h"
+#include "mixlab/registry/layer_specs.h"
 #include "mixlab/train/task_s5.h"
 
 namespace mixlab {
@@ -107,6 +108,13 @@ void config_validate(const TrainConfig& c, const std::string& origin) {
   MIXLAB_CHECK(c.layers >= 1, "config {}: key 'layers' must be >= 1, got {}", origin, c.layers);
   MIXLAB_CHECK(c.mlp_ratio >= 1, "config {}: key 'mlp_ratio' must be >= 1, got {}", origin, c.mlp_ratio);
   MIXLAB_CHECK(!c.mixer.empty(), "config {}: key 'mixer' must not be empty", origin);
+  try {
+    // The per-layer list's grammar and its fit to `layers` (a pure string check; the members are
+    // checked where a model is built, check_mixer_layer_specs).
+    (void)mixer_layer_list(c.mixer, c.layers);
+  } catch (const Error& e) {
+    throw Error(fmt::format("config {}: key 'mixer': {}", origin, e.what()));
+  }
   MIXLAB_CHECK(c.steps >= 1, "config {}: key 'steps' must be >= 1, got {}", origin, c.steps);
   MIXLAB_CHECK(c.batch >= 1, "config {}: key 'batch' must be >= 1, got {}", origin, c.batch);
   MIXLAB_CHECK(c.lr > 0, "config {}: key 'lr' must be > 0, got {}", origin, c.lr);
@@ -241,8 +249,15 @@ double config_memory_bytes(const TrainConfig& c) {
   const double state = 4 * params * 4;
   // Activations kept for backward: per layer a few (B,T,C) and (B,T,R*C) tensors; logits (B,T,V).
   double acts = B * T * (L * (6 + 2 * R) * C + 3 * V) * 4;
-  // Full attention materialises (B,H,T,T) scores per layer.
-  if (c.mixer == "attention") acts += L * B * H * T * T * 4;
+  // Full attention materialises (B,H,T,T) scores per layer (per attention layer of a hybrid).
+  // The list is not expanded: an absurd `layers` must cost nothing here.
+  const auto items = mixer_layer_list(c.mixer, c.layers);
+  double unit = 0, attention = 0;
+  for (const auto& item : items) {
+    unit += static_cast<double>(item.count);
+    if (item.spec == "attention") attention += static_cast<double>(item.count);
+  }
+  acts += L * (attention / unit) * B * H * T * T * 4;
   return state + acts;
 }
 

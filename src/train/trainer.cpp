@@ -123,7 +123,7 @@ Trainer::Trainer(TrainConfig config, MixerFactory factory) : config_(std::move(c
   config_validate(config_, "(in code)");
   // Refuse before LibTorch allocates: an absurd config must be an error, not an OOM kill.
   config_check_memory(config_, machine_memory_bytes(), "(in code)", "this machine's memory");
-  factory_ = factory ? std::move(factory) : mixer_factory_from_spec(config_.mixer);
+  factory_ = factory ? std::move(factory) : mixer_factory_from_spec(config_.mixer, config_.layers);
   torch::manual_seed(config_.seed);
   model_ = std::make_shared<DecoderModel>(model_dims_for(config_), factory_);
 

@@ -26,7 +26,8 @@ mixlab::ModelDims tiny_dims() {
 
 std::shared_ptr<mixlab::DecoderModel> make_model(const std::string& spec, int64_t seed) {
   torch::manual_seed(seed);
-  auto m = std::make_shared<mixlab::DecoderModel>(tiny_dims(), mixlab::mixer_factory_from_spec(spec));
+  auto m =
+      std::make_shared<mixlab::DecoderModel>(tiny_dims(), mixlab::mixer_factory_from_spec(spec, tiny_dims().layers));
   m->eval();
   return m;
 }

@@ -49,7 +49,7 @@ TEST(TrainModel, StepEqualsForwardWithRegisteredMixers) {
   for (const char* spec : {"attention", "local:3", "ssm"}) {
     SCOPED_TRACE(spec);
     torch::manual_seed(2);
-    DecoderModel model(small_dims(), mixer_factory_from_spec(spec));
+    DecoderModel model(small_dims(), mixer_factory_from_spec(spec, small_dims().layers));
     expect_step_equals_forward(model, 2, 9);
   }
 }
@@ -105,7 +105,7 @@ TEST(TrainModel, MemoryStreamStepEqualsForward) {
   torch::manual_seed(6);
   DecoderModel model(small_dims(3), brl_stack_factory());
   for (int64_t B : {1, 2}) expect_step_equals_forward(model, B, 19);
-  DecoderModel only_brl(small_dims(2), mixer_factory_from_spec("brl:w=2:m=3:block=5:attn=relu2"));
+  DecoderModel only_brl(small_dims(2), mixer_factory_from_spec("brl:w=2:m=3:block=5:attn=relu2", 2));
   expect_step_equals_forward(only_brl, 2, 17);
 }
 
@@ -136,7 +136,7 @@ TEST(TrainModel, MemoryStreamDecodeStateIsConstant) {
   torch::manual_seed(8);
   auto d = small_dims(2);
   d.max_len = 400;
-  DecoderModel model(d, mixer_factory_from_spec("brl:w=3:m=2:block=4"));
+  DecoderModel model(d, mixer_factory_from_spec("brl:w=3:m=2:block=4", d.layers));
   torch::NoGradGuard no_grad;
   auto state = model.init_state(2);
   int64_t at_short = 0;

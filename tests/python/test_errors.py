@@ -36,6 +36,19 @@ class ErrorTest(unittest.TestCase):
             mixlab.check_mixer_spec("local:0")
         with self.assertRaisesRegex(mixlab.Error, "d_model"):
             mixlab.mixer("gla", 0, 2)
+        # A per-layer list ("ssm|attention") names a model's mixers (hybrid stacks, C++ only);
+        # one mixer refuses it by name instead of reading an unknown family.
+        with self.assertRaisesRegex(mixlab.Error, "'ssm\\|attention': a per-layer list"):
+            mixlab.mixer("ssm|attention", 16, 2)
+        with self.assertRaisesRegex(mixlab.Error, "per-layer list"):
+            mixlab.check_mixer_spec("ssm*2")
+
+    def test_mixer_layer_specs(self):
+        self.assertEqual(mixlab.mixer_layer_specs("ssm*3|attention", 4), ["ssm", "ssm", "ssm", "attention"])
+        self.assertEqual(mixlab.mixer_layer_specs("gla|local:4", 4), ["gla", "local:4", "gla", "local:4"])
+        self.assertEqual(mixlab.mixer_layer_specs("brl:w=8:m=8", 2), ["brl:w=8:m=8", "brl:w=8:m=8"])
+        with self.assertRaisesRegex(mixlab.Error, "the list names 2 layers, which does not divide"):
+            mixlab.mixer_layer_specs("ssm|attention", 3)
 
     def test_kernel_errors(self):
         with self.assertRaisesRegex(mixlab.Error, "path"):

@@ -39,6 +39,16 @@ class TrainLmTest(unittest.TestCase):
             gen = subprocess.run([cli, "generate", "--checkpoint", path, "--max-tokens", "8", "--threads", "1"],
                                  capture_output=True, env=env, timeout=120)  # bytes: 8 tokens of a barely
             self.assertEqual(gen.returncode, 0, gen.stderr)                   # trained model need not be UTF-8
+    def test_hybrid_stack_runs(self):
+        # A per-layer list (mixlab.mixer_layer_specs): one mixlab.mixer per block, a different family each.
+        cmd = [sys.executable, os.path.join(ROOT, "examples", "train_lm.py"), "--data",
+               os.path.join(ROOT, "data", "sample"), "--steps", "2", "--eval-every", "2", "--batch", "2",
+               "--T", "32", "--d-model", "16", "--heads", "2", "--layers", "2", "--mixer", "ssm:4|local:8",
+               "--sample", "5"]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("mixer ssm:4|local:8", run.stdout)
+        self.assertIn("sample: The jury said", run.stdout)
 
     def test_bad_mixer_is_a_clear_error(self):
         run = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_lm.py"), "--data",

@@ -230,6 +230,26 @@ TEST(TrainConfig, NumbersOutOfRangeAreErrors) {
   expect_error_contains([] { parse(R"({"batch": 2199023255552})"); }, "key 'batch' must be <=");
 }
 
+// A per-layer mixer list (mixlab/registry/layer_specs.h) must fit `layers`; the config says so
+// naming the key, before any model is built. The attention scores count per attention layer.
+TEST(TrainConfig, HybridMixerListMustFitLayers) {
+  EXPECT_EQ(parse(R"({"mixer": "ssm*3|attention", "layers": 4})").mixer, "ssm*3|attention");
+  EXPECT_NO_THROW(parse(R"({"mixer": "ssm|attention", "layers": 4})"));
+  expect_error_contains([] { parse(R"({"mixer": "ssm|attention", "layers": 3})"); },
+                        {"config test.json: key 'mixer': mixer spec 'ssm|attention': the list names 2 layers",
+                         "does not divide the model's layers = 3"});
+  expect_error_contains([] { parse(R"({"mixer": "ssm*0", "layers": 2})"); },
+                        {"key 'mixer'", "repeat count N of layer item 'ssm*0'"});
+  const TrainConfig a = parse(R"({"mixer": "attention", "layers": 4, "length": 256})");
+  const TrainConfig s = parse(R"({"mixer": "ssm", "layers": 4, "length": 256})");
+  const TrainConfig h = parse(R"({"mixer": "ssm*3|attention", "layers": 4, "length": 256})");
+  const TrainConfig h2 = parse(R"({"mixer": "ssm|attention", "layers": 4, "length": 256})");
+  EXPECT_NEAR(config_memory_bytes(h) - config_memory_bytes(s), (config_memory_bytes(a) - config_memory_bytes(s)) / 4,
+              1.0);
+  EXPECT_NEAR(config_memory_bytes(h2) - config_memory_bytes(s), (config_memory_bytes(a) - config_memory_bytes(s)) / 2,
+              1.0);
+}
+
 TEST(TrainConfig, MemoryEstimateRefusesAbsurdConfigs) {
   const TrainConfig small = parse("{}");
   EXPECT_LT(config_memory_bytes(small), 1e9);

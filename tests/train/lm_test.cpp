@@ -276,3 +276,34 @@ TEST(Generate, StreamsDeterministicallyAndShiftsTheContext) {
   o.prompt = std::string(12, 'a');
   expect_error_contains([&] { generate_text(*model, tok, o, [](const std::string&) {}); }, "--prompt is 13 tokens");
 }
+
+// A hybrid stack (one mixer spec per layer, mixlab/registry/layer_specs.h) generates through the
+// same decode path: greedy text equals the argmax of a plain forward, and a context shift works.
+TEST(Generate, HybridStackDecodesLikeItsForward) {
+  const LmTokenizer tok = LmTokenizer::load(LmTokenizerKind::kBytes, "");
+  torch::manual_seed(4);
+  ModelDims d;
+  d.vocab = 256;
+  d.d_model = 8;
+  d.layers = 2;
+  d.heads = 2;
+  d.mlp_ratio = 2;
+  d.max_len = 12;
+  DecoderModel model(d, mixer_factory_from_spec("ssm:4|local:4", d.layers));
+  GenerateOptions o;
+  o.prompt = "The";
+  o.sampling.temperature = 0;
+  o.max_tokens = 8;
+  std::vector<int64_t> ids;
+  generate_text(model, tok, o, [&](const std::string& t) { ids.push_back(static_cast<unsigned char>(t[0])); });
+  std::vector<int64_t> ctx = {10, 'T', 'h', 'e'};
+  torch::NoGradGuard no_grad;
+  for (int64_t i = 0; i < 8; ++i) {
+    auto logits = model.forward(torch::tensor(ctx, torch::kInt64).unsqueeze(0))[0][-1];
+    const int64_t next = logits.argmax().item<int64_t>();
+    EXPECT_EQ(ids[static_cast<size_t>(i)], next) << i;
+    ctx.push_back(next);
+  }
+  o.max_tokens = 20;  // 4 prompt tokens + 20 > max_len 12: context shifts
+  EXPECT_GE(generate_text(model, tok, o, [](const std::string&) {}).context_shifts, 1);
+}

@@ -24,6 +24,11 @@
 // only through what the mixers read from it. In decode the stream is recomputed only when a
 // mixer reports a new delta (a segment boundary) and is kept in DecoderState::memory.
 //
+// Hybrid stacks (Griffin, Jamba, Zamba: recurrent layers with a few attention layers): the
+// factory builds each block's own mixer, so blocks may hold different families; from a spec,
+// mixer_factory_from_spec reads a per-layer list ("ssm*3|attention", mixlab/registry/
+// layer_specs.h). Each block keeps its own decode state; state_spec() names every block's spec.
+//
 // Not supported: dropout, untied heads, key/value sharing across layers.
 #pragma once
 
@@ -51,8 +56,12 @@ struct ModelDims {
 /// Builds one mixer per block (called `layers` times, in block order).
 using MixerFactory = std::function<MixerPtr(const MixerDims&)>;
 
-/// A factory that creates `spec` through the mixer registry (mixlab/registry/registry.h).
-MixerFactory mixer_factory_from_spec(const std::string& spec);
+/// A factory that creates the mixers of a `layers`-block model from a model's mixer spec through
+/// the mixer registry: one spec for every block ("ssm"), or a per-layer list for a hybrid stack
+/// ("ssm*3|attention", "ssm|attention" repeated; the grammar is mixlab/registry/layer_specs.h).
+/// The list is expanded and its grammar checked here, so a bad list throws mixlab::Error before
+/// any block is built; the k-th call builds block k mod `layers`.
+MixerFactory mixer_factory_from_spec(const std::string& spec, int64_t layers);
 
 class Block : public torch::nn::Module {
  public:

@@ -2,7 +2,9 @@
 //
 // Spec grammar (one for every family): "<family>" or "<family>:<args>" with non-empty <args>.
 // An empty spec, an unknown family and a trailing ':' ("local:", "ssm:", "local:8:") are
-// errors. Numeric arguments are positive integers up to 2^24, parsed strictly (parse_number.h).
+// errors, and so are '|' and '*', which belong to a model's per-layer list (one mixer spec per
+// layer, mixlab/registry/layer_specs.h), not to one mixer. Numeric arguments are positive
+// integers up to 2^24, parsed strictly (parse_number.h).
 // Examples: "attention", "local:8", "ssm", "resolvent:pow2+cache",
 // "toeplitz:heads=4:kernel=3", "gla". Each family is one row of the table in registry.cpp; a
 // static_assert on the table size breaks the build if a family is added to MixerFamily and not

@@ -7,6 +7,9 @@
 //   accuracy per task (held-out token accuracy on answer positions, %) |
 //   training tokens/s (mean over the tasks) | decode µs/token (model.step over T tokens, B = 1)
 // Mixers that are not pattern mixers (pattern_spec() == "") show their cost_class and "—".
+// A hybrid stack (a per-layer list such as "ssm*3|attention", mixlab/registry/layer_specs.h) is
+// one row: structure, cost class, path and congestion per item of its list as written
+// ("...*3|causal"), time/token and cache those of its worst layer; the report says so.
 //
 // Presets (identical for every mixer and task; `set` overrides any config key for all runs):
 //   default  d_model 64, 2 layers, 4 heads, mlp 4, vocab 32, batch 32, lr 3e-3, no curriculum
@@ -122,6 +125,10 @@ struct CompareRow {
   double decode_us_per_token = 0;
   int64_t parameters = 0;
   double seconds = 0;  // training wall time over all tasks
+  // A hybrid (a per-layer mixer list, mixlab/registry/layer_specs.h): structure, pattern, cost
+  // class, path and congestion hold one value per item of the list as written ("order:1*3|causal"),
+  // cost_max and cache_max the worst layer with a pattern (-1 when none has one).
+  bool per_layer = false;
 };
 
 struct CompareReport {

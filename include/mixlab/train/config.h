@@ -28,7 +28,9 @@
 //   curriculum true      equal phases growing length and pairs (mixlab/train/tasks.h)
 //   curriculum_phases 4  1..8 phases; phase p of P divides length and pairs by 2^(P-1-p)
 //   elements 5           s5: n of the symmetric group S_n, 2..5 (S5 is the paper's task)
-//   d_model 64, layers 2, heads 4, mlp_ratio 4, mixer "attention" (a registry spec)
+//   d_model 64, layers 2, heads 4, mlp_ratio 4, mixer "attention" (a registry spec, or one
+//                        per layer for a hybrid, "ssm*3|attention": mixlab/registry/layer_specs.h;
+//                        a list must fit `layers`)
 //   steps 300, batch 32, lr 3e-3, warmup 30, weight_decay 0.1, beta1 0.9, beta2 0.98,
 //   grad_clip 1.0, seed 0
 //   schedule "cosine"    after the warmup: cosine | wsd (warmup-stable-decay) | constant
