@@ -29,5 +29,6 @@ void cmd_train_register(CLI::App& app);
 void cmd_eval_register(CLI::App& app);
 void cmd_compare_register(CLI::App& app);
 void cmd_generate_register(CLI::App& app);
+void cmd_plot_register(CLI::App& app);
 
 }  // namespace mixlab::cli

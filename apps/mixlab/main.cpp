@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   mixlab::cli::cmd_eval_register(app);
   mixlab::cli::cmd_compare_register(app);
   mixlab::cli::cmd_generate_register(app);
+  mixlab::cli::cmd_plot_register(app);
 
   try {
     // CLI11 reports an unknown command as "A subcommand is required", which does not name it.

@@ -330,6 +330,22 @@ void Trainer::init_weights(const LoadedCheckpoint& c) {
 
 namespace {
 
+// The cumulative "tokens" and "seconds" of the last training line kept in a metrics file (0, 0
+// when none has them): a resumed run counts on from there, so curves against tokens or wall time
+// continue across a resume (the time between the runs is not counted).
+std::pair<double, double> metrics_last_totals(const std::string& path) {
+  std::pair<double, double> totals{0, 0};
+  if (::access(path.c_str(), F_OK) != 0) return totals;
+  std::istringstream in(file_read(path, int64_t{1} << 30, "metrics file"));
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("tokens") && j["tokens"].is_number() && j.contains("seconds") &&
+        j["seconds"].is_number())
+      totals = {j["tokens"].get<double>(), j["seconds"].get<double>()};
+  }
+  return totals;
+}
+
 // Keeps the metrics lines of steps <= `step` (the checkpoint's) so a resumed run appends after
 // them without duplicates; a torn last line (a kill mid-write) is dropped too.
 void metrics_truncate_to_step(const std::string& path, int64_t step) {
@@ -379,9 +395,13 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   const bool progress = o.progress && writer;
   const std::string checkpoint_path = writer ? o.checkpoint_path : std::string();
   AppendFile metrics;
+  std::pair<double, double> metrics_offset{0, 0};  // tokens and seconds of the runs before a resume
   if (!o.metrics_path.empty() && writer) {
     const bool resumed = step_ > 0;
-    if (resumed) metrics_truncate_to_step(o.metrics_path, step_);
+    if (resumed) {
+      metrics_truncate_to_step(o.metrics_path, step_);
+      metrics_offset = metrics_last_totals(o.metrics_path);
+    }
     metrics = AppendFile(o.metrics_path, /*truncate=*/!resumed);
   }
   const std::string label = o.label.empty() ? "" : o.label + " ";
@@ -440,7 +460,11 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
                             {"loss", result.last_loss},
                             {"acc", result.last_acc},
                             {"lr", config_lr_at(config_, step_ - 1)},
-                            {"tokens_per_s", rate}};
+                            {"tokens_per_s", rate},
+                            // Cumulative over the run (and the runs it resumes): curves against
+                            // tokens trained or wall time (`mixlab plot --x`).
+                            {"tokens", metrics_offset.first + static_cast<double>(tokens)},
+                            {"seconds", metrics_offset.second + seconds_since(t0)}};
         if (lm) j["ppl"] = std::exp(result.last_loss);
         metrics.append_line(j.dump());
       }
