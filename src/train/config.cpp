@@ -11,6 +11,7 @@
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/error.h"
 #include "mixlab/data/lm_tokenizer.h"
+#include "mixlab/train/task_file.h"
 
 namespace mixlab {
 namespace {
@@ -71,7 +72,7 @@ const std::set<std::string>& known_keys() {
       "weight_decay", "beta1",       "beta2",       "grad_clip", "seed",
       "eval_batches", "eval_batch",  "eval_every",  "log_every", "checkpoint_every",
       "tokenizer",    "eval_tokens", "eval_stride", "max_len",   "curriculum_phases",
-      "elements"};
+      "elements",     "data",        "eval_data"};
   return keys;
 }
 
@@ -117,6 +118,9 @@ void config_validate(const TrainConfig& c, const std::string& origin) {
   MIXLAB_CHECK(c.task.name == "lm" || c.task.tokenizer == "bytes",
                "config {}: key 'tokenizer' applies to task lm only (task {}), got '{}'", origin, c.task.name,
                c.task.tokenizer);
+  MIXLAB_CHECK(c.task.name == "file" || (c.task.data.empty() && c.task.eval_data.empty()),
+               "config {}: keys 'data' and 'eval_data' apply to task file only (task {}), got '{}'", origin,
+               c.task.name, c.task.data.empty() ? c.task.eval_data : c.task.data);
   MIXLAB_CHECK(c.eval_tokens >= 0, "config {}: key 'eval_tokens' must be >= 0, got {}", origin, c.eval_tokens);
   MIXLAB_CHECK(c.eval_stride >= 0 && (c.task.name != "lm" || c.eval_stride <= c.task.length),
                "config {}: key 'eval_stride' must be in [0, length = {}] (0 = length / 2), got {}", origin,
@@ -148,8 +152,13 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
       throw Error(fmt::format("config {}: {}", origin, e.what()));
     }
   }
-  c.task.vocab = read_int(j, "vocab", c.task.vocab, 8, origin);
+  // task file: the data sets length and (unless given) vocab, which may then be below 8.
+  const bool file = c.task.name == "file";
+  c.task.vocab = read_int(j, "vocab", c.task.vocab, file ? 1 : 8, origin);
   c.task.length = read_int(j, "length", 0, 0, origin);
+  c.task.data = read_string(j, "data", "", origin);
+  c.task.eval_data = read_string(j, "eval_data", "", origin);
+  if (file) file_task_configure(c.task, c.task.length != 0, j.contains("vocab"), origin);
   if (c.task.length == 0) c.task.length = config_default_length(c.task.name);
   c.task.pairs = read_int(j, "pairs", 0, 0, origin);
   if (c.task.pairs == 0) c.task.pairs = config_default_pairs(c.task.name);
@@ -264,6 +273,8 @@ json config_to_json(const TrainConfig& c) {
   j["eval_tokens"] = c.eval_tokens;
   j["eval_stride"] = c.eval_stride;
   j["max_len"] = c.max_len;
+  j["data"] = c.task.data;
+  j["eval_data"] = c.task.eval_data;
   return j;
 }
 
