@@ -167,6 +167,9 @@ TrainConfig compare_config(const std::string& preset_name, const std::string& ta
   j["mixer"] = mixer;
   MIXLAB_CHECK(overrides.is_object(), "compare: overrides must be a JSON object");
   for (const auto& item : overrides.items()) j[item.key()] = item.value();
+  // --set data=... names the file task's rows; in a run of --tasks file,copy the others ignore it.
+  if (task != "file")
+    for (const char* key : {"data", "eval_data"}) j.erase(key);
   // Fewer steps than the preset without an explicit warmup: keep the preset's warmup fraction.
   if (overrides.contains("steps") && !overrides.contains("warmup") && j["steps"].is_number_integer()) {
     const json base = preset_json(preset_name, task);

@@ -61,8 +61,9 @@ TEST(TaskFileCli, TrainEvalAndCompare) {
   r = run_mixlab("eval --checkpoint " + dir + "/run/checkpoint.pt --batches 2");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--batches does not apply to task file"), std::string::npos) << r.output;
-  // compare passes --set through (the preset's vocab and length give way to the file's).
-  r = run_mixlab("compare --tasks file --mixers attention --steps 2 --quiet --set data=" + data + " " + kTiny +
+  // compare passes --set through (the preset's vocab and length give way to the file's; copy
+  // ignores data).
+  r = run_mixlab("compare --tasks file,copy --mixers attention --steps 2 --quiet --set data=" + data + " " + kTiny +
                  " --out " + dir + "/compare");
   EXPECT_EQ(r.code, 0) << r.output;
   fs::remove_all(dir);

@@ -8,7 +8,8 @@
 //   training tokens/s (mean over the tasks) | decode µs/token (model.step over T tokens, B = 1)
 // Mixers that are not pattern mixers (pattern_spec() == "") show their cost_class and "—".
 //
-// Presets (identical for every mixer and task; `set` overrides any config key for all runs):
+// Presets (identical for every mixer and task; `set` overrides any config key for all runs;
+// task file takes length and vocab from its `data` file, which the other tasks ignore):
 //   default  d_model 64, 2 layers, 4 heads, mlp 4, vocab 32, batch 32, lr 3e-3, no curriculum
 //            (too few steps for four phases); copy L = 16 (T = 33), 2000 steps, warmup 200;
 //            recall/multihop S = 64 with 8 pairs, 600 steps, warmup 60 (on the MQAR plateau:
