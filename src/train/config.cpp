@@ -273,8 +273,9 @@ json config_to_json(const TrainConfig& c) {
   j["eval_tokens"] = c.eval_tokens;
   j["eval_stride"] = c.eval_stride;
   j["max_len"] = c.max_len;
-  j["data"] = c.task.data;
-  j["eval_data"] = c.task.eval_data;
+  // Written only when set, so the config of another task reads as before.
+  if (!c.task.data.empty()) j["data"] = c.task.data;
+  if (!c.task.eval_data.empty()) j["eval_data"] = c.task.eval_data;
   return j;
 }
 
@@ -284,11 +285,15 @@ namespace {
 // message; "" when they agree on every compared key.
 template <typename Compared>
 std::string first_difference(const TrainConfig& checkpoint, const TrainConfig& current, Compared compared) {
-  const json a = config_to_json(checkpoint), b = config_to_json(current);
+  json a = config_to_json(checkpoint), b = config_to_json(current);
+  // A key written only when set (data, eval_data) may be in one of the two: compare it as "".
+  for (const auto& item : b.items())
+    if (!a.contains(item.key())) a[item.key()] = "";
   for (const auto& item : a.items()) {
-    if (!compared(item.key()) || item.value() == b.at(item.key())) continue;
+    const json other = b.contains(item.key()) ? b.at(item.key()) : json("");
+    if (!compared(item.key()) || item.value() == other) continue;
     return fmt::format("key '{}' is {} in the checkpoint but {} in the current config", item.key(), item.value().dump(),
-                       b.at(item.key()).dump());
+                       other.dump());
   }
   return "";
 }

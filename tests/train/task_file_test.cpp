@@ -76,6 +76,13 @@ TEST(TaskFile, ConfigTakesLengthAndVocabFromTheFile) {
   const TrainConfig c = config_from_json({{"task", "file"}, {"data", path}, {"vocab", 128}, {"length", 6}}, "t");
   EXPECT_EQ(c.task.vocab, 128);
   EXPECT_EQ(config_from_json(config_to_json(c), "rt").task.data, c.task.data);
+  // Another task's config has no data keys; resuming a file run as a copy run names the key.
+  TrainConfig copy;
+  EXPECT_FALSE(config_to_json(copy).contains("data"));
+  copy.task.length = 6;
+  copy.task.vocab = 128;
+  EXPECT_NE(config_resume_mismatch(c, copy).find("key 'data' is \"" + c.task.data), std::string::npos)
+      << config_resume_mismatch(c, copy);
   expect_error(
       [&] {
         config_from_json({{"task", "file"}, {"data", path}, {"length", 8}}, "t");
