@@ -10,7 +10,8 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp libopenblas-openmp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
-  libcairo2-dev libglpk-dev libicu-dev libgloo-dev
+  libcairo2-dev libglpk-dev libicu-dev libgloo-dev zlib1g-dev
+  python3-numpy
   clang-format ccache
   python3-dev pybind11-dev python3-torch
 )

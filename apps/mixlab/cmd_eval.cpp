@@ -2,6 +2,8 @@
 //
 // Rebuilds the model from the config stored in the checkpoint, loads the weights and evaluates
 // on the task's held-out batches (the evaluation seed stream; --batches overrides the count).
+// A file checkpoint reads its data file again (the absolute path in its config) and scores
+// every held-out row once.
 // An lm checkpoint is scored on the whole valid stream (or --split test) with a sliding window
 // (--stride, default the config's eval_stride, i.e. T / 2; --tokens N scores only the first N
 // tokens): perplexity and bits per byte (mixlab/train/lm_eval.h).
@@ -73,6 +75,10 @@ void run_eval(const EvalArgs& a) {
   MIXLAB_CHECK(lm || (a.split.empty() && a.stride.empty() && a.tokens.empty()),
                "eval: --split, --stride and --tokens apply to lm checkpoints; '{}' is a {} checkpoint", a.checkpoint,
                config.task.name);
+  MIXLAB_CHECK(batches == 0 || config.task.name != "file",
+               "eval: --batches does not apply to task file checkpoints ('{}'): their evaluation covers every "
+               "held-out row once",
+               a.checkpoint);
   if (batches > 0) config.eval_batches = batches;
   Trainer trainer(config);
   trainer.checkpoint_load(ckpt);

@@ -7,6 +7,7 @@
 //   mixlab train --config c.json --resume runs/train/copy-attention/checkpoint.pt
 //   mixlab train --config long.json --init-from runs/train/short/checkpoint.pt  # a new run, its weights
 //   mixlab train --task copy --mixer attention --nproc 2      # data parallel, 2 local processes
+//   mixlab train --task file --set data=mqar/train.npz --set eval_data=mqar/test.npz  # rows from NumPy
 //   torchrun-style: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set -> joins that launch
 // Writes into --out (default runs/train/<task>-<mixer>): checkpoint.pt, metrics.jsonl,
 // config.json (resolved) and result.json (final evaluation).
@@ -268,7 +269,9 @@ void cmd_train_register(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "train", "Train one mixer on one task: a synthetic task or language modelling (--task lm; see configs/)");
   sub->add_option("--config", args->config, "JSON config file (keys: mixlab/train/config.h; at most 1 MiB)");
-  sub->add_option("--task", args->task, "Task: copy | recall | multihop | textcopy | s5 | lm (overrides the config)");
+  sub->add_option(
+      "--task", args->task,
+      "Task: copy | recall | multihop | textcopy | s5 | lm | file (with --set data=PATH.npz; overrides the config)");
   sub->add_option("--mixer", args->mixer,
                   "Mixer spec, e.g. attention, local:8, resolvent:pow2; or one per layer (a hybrid): 'ssm*3|attention' "
                   "('|' between layers, '*N' repeats; a shorter list repeats when it divides --layers)")

@@ -169,9 +169,15 @@ TrainConfig compare_config(const std::string& preset_name, const std::string& ta
   MIXLAB_CHECK(std::find(known.begin(), known.end(), preset) != known.end(), "compare: unknown preset '{}' (known: {})",
                preset, fmt::join(known, ", "));
   json j = preset_json(preset, task);
+  // task file: the data file sets length and vocabulary (mixlab/train/task_file.h); no pairs.
+  if (task == "file")
+    for (const char* key : {"vocab", "length", "pairs"}) j.erase(key);
   j["mixer"] = mixer;
   MIXLAB_CHECK(overrides.is_object(), "compare: overrides must be a JSON object");
   for (const auto& item : overrides.items()) j[item.key()] = item.value();
+  // --set data=... names the file task's rows; in a run of --tasks file,copy the others ignore it.
+  if (task != "file")
+    for (const char* key : {"data", "eval_data"}) j.erase(key);
   // Fewer steps than the preset without an explicit warmup: keep the preset's warmup fraction.
   if (overrides.contains("steps") && !overrides.contains("warmup") && j["steps"].is_number_integer()) {
     const json base = preset_json(preset_name, task);

@@ -13,6 +13,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/data/lm_tokenizer.h"
 #include "mixlab/registry/layer_specs.h"
+#include "mixlab/train/task_file.h"
 #include "mixlab/train/task_s5.h"
 
 namespace mixlab {
@@ -75,7 +76,7 @@ const std::set<std::string>& known_keys() {
       "eval_batches", "eval_batch",  "eval_every",  "log_every", "checkpoint_every",
       "tokenizer",    "eval_tokens", "eval_stride", "max_len",   "curriculum_phases",
       "elements",     "corpus",      "tokens",      "schedule",  "decay_frac",
-      "stop_at"};
+      "stop_at",      "data",        "eval_data"};
   return keys;
 }
 
@@ -139,6 +140,9 @@ void config_validate(const TrainConfig& c, const std::string& origin) {
   MIXLAB_CHECK(c.task.name == "lm" || c.task.tokenizer == "bytes",
                "config {}: key 'tokenizer' applies to task lm only (task {}), got '{}'", origin, c.task.name,
                c.task.tokenizer);
+  MIXLAB_CHECK(c.task.name == "file" || (c.task.data.empty() && c.task.eval_data.empty()),
+               "config {}: keys 'data' and 'eval_data' apply to task file only (task {}), got '{}'", origin,
+               c.task.name, c.task.data.empty() ? c.task.eval_data : c.task.data);
   MIXLAB_CHECK(c.eval_tokens >= 0, "config {}: key 'eval_tokens' must be >= 0, got {}", origin, c.eval_tokens);
   MIXLAB_CHECK(c.eval_stride >= 0 && (c.task.name != "lm" || c.eval_stride <= c.task.length),
                "config {}: key 'eval_stride' must be in [0, length = {}] (0 = length / 2), got {}", origin,
@@ -184,8 +188,13 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   // trains with its defaults; elements is read first for that.
   c.task.elements = read_int(j, "elements", c.task.elements, 1, origin);
   if (c.task.name == "s5" && c.task.elements >= 2 && c.task.elements <= 5) c.task.vocab = s5_min_vocab(c.task);
-  c.task.vocab = read_int(j, "vocab", c.task.vocab, 8, origin);
+  // task file: the data sets length and (unless given) vocab, which may then be below 8.
+  const bool file = c.task.name == "file";
+  c.task.vocab = read_int(j, "vocab", c.task.vocab, file ? 1 : 8, origin);
   c.task.length = read_int(j, "length", 0, 0, origin);
+  c.task.data = read_string(j, "data", "", origin);
+  c.task.eval_data = read_string(j, "eval_data", "", origin);
+  if (file) file_task_configure(c.task, c.task.length != 0, j.contains("vocab"), origin);
   if (c.task.length == 0) c.task.length = config_default_length(c.task.name);
   c.task.pairs = read_int(j, "pairs", 0, 0, origin);
   if (c.task.pairs == 0) c.task.pairs = config_default_pairs(c.task.name);
@@ -315,6 +324,9 @@ json config_to_json(const TrainConfig& c) {
   j["eval_tokens"] = c.eval_tokens;
   j["eval_stride"] = c.eval_stride;
   j["max_len"] = c.max_len;
+  // Written only when set, so the config of another task reads as before.
+  if (!c.task.data.empty()) j["data"] = c.task.data;
+  if (!c.task.eval_data.empty()) j["eval_data"] = c.task.eval_data;
   return j;
 }
 
@@ -325,7 +337,8 @@ namespace {
 template <typename Compared>
 std::string first_difference(const TrainConfig& checkpoint, const TrainConfig& current, Compared compared) {
   json a = config_to_json(checkpoint), b = config_to_json(current);
-  // A key written only when set (corpus, tokens) may be in one of the two: compare it as "".
+  // A key written only when set (corpus, tokens, data, eval_data) may be in one of the two:
+  // compare it as "".
   for (const auto& item : b.items())
     if (!a.contains(item.key())) a[item.key()] = "";
   for (const auto& item : a.items()) {

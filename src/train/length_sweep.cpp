@@ -27,7 +27,7 @@ Batch sweep_batch(const TaskSpec& spec, int64_t rows, int64_t length, uint64_t s
 }  // namespace
 
 void length_sweep_check(const TaskSpec& spec, const std::vector<int64_t>& lengths, int64_t max_len) {
-  MIXLAB_CHECK(spec.name != "lm" && spec.name != "textcopy",
+  MIXLAB_CHECK(spec.name != "lm" && spec.name != "textcopy" && spec.name != "file",
                "length_sweep: task {} has no length sweep (copy, recall, multihop and s5 do)", spec.name);
   MIXLAB_CHECK(!lengths.empty(), "length_sweep: lengths is empty");
   for (int64_t L : lengths) {

@@ -9,6 +9,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/data/textcopy.h"
 #include "mixlab/train/mqar.h"
+#include "mixlab/train/task_file.h"
 #include "mixlab/train/task_lm.h"
 #include "mixlab/train/task_rng.h"
 #include "mixlab/train/task_s5.h"
@@ -68,7 +69,7 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
 }  // namespace
 
 const std::vector<std::string>& task_names() {
-  static const std::vector<std::string> names = {"copy", "recall", "multihop", "textcopy", "s5", "lm"};
+  static const std::vector<std::string> names = {"copy", "recall", "multihop", "textcopy", "s5", "lm", "file"};
   return names;
 }
 
@@ -107,8 +108,9 @@ void task_validate(const TaskSpec& spec) {
   MIXLAB_CHECK(spec.curriculum_phases >= 1 && spec.curriculum_phases <= kMaxCurriculumPhases,
                "task {}: curriculum_phases must be in [1, {}], got {}", spec.name, kMaxCurriculumPhases,
                spec.curriculum_phases);
-  if (spec.name == "s5") return s5_validate(spec);  // mixlab/train/task_s5.h
-  if (spec.name == "lm") return lm_validate(spec);  // mixlab/train/task_lm.h
+  if (spec.name == "s5") return s5_validate(spec);           // mixlab/train/task_s5.h
+  if (spec.name == "lm") return lm_validate(spec);           // mixlab/train/task_lm.h
+  if (spec.name == "file") return file_task_validate(spec);  // mixlab/train/task_file.h
   MIXLAB_CHECK(spec.vocab >= 8, "task {}: vocab must be >= 8 (4 special tokens + content), got {}", spec.name,
                spec.vocab);
   MIXLAB_CHECK(spec.name != "textcopy" || spec.vocab >= Corpus::kVocabSize,
@@ -147,6 +149,7 @@ Batch text_copy_generate(const TaskSpec& spec, int64_t batch_size, int64_t lengt
 Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, int64_t pairs, uint64_t seed) {
   if (spec.name == "s5") return s5_generate(spec, batch_size, length, seed);
   if (spec.name == "lm") return lm_batch(spec, batch_size, 0, seed);
+  MIXLAB_CHECK(spec.name != "file", "task_generate: task file has no generator (its rows come from '{}')", spec.data);
   task_validate(spec);
   MIXLAB_CHECK(batch_size >= 1, "task_generate: batch_size must be >= 1, got {}", batch_size);
   MIXLAB_CHECK(length >= min_length(spec) && length <= spec.length,
@@ -183,6 +186,10 @@ Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, in
   return out;
 }
 
+int64_t task_eval_batch_count(const TaskSpec& spec, int64_t batch_size, int64_t eval_batches) {
+  return spec.name == "file" ? file_task_eval_batch_count(spec, batch_size) : eval_batches;
+}
+
 int task_phase_count(const TaskSpec& spec) { return spec.curriculum ? static_cast<int>(spec.curriculum_phases) : 1; }
 
 int task_phase(const TaskSpec& spec, int64_t step, int64_t total_steps) {
@@ -194,6 +201,7 @@ int task_phase(const TaskSpec& spec, int64_t step, int64_t total_steps) {
 Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, int64_t total_steps, uint64_t seed) {
   if (spec.name == "s5") return s5_train_batch(spec, batch_size, step, total_steps, seed);
   if (spec.name == "lm") return lm_batch(spec, batch_size, step, seed);
+  if (spec.name == "file") return file_task_train_batch(spec, batch_size, step, seed);
   task_validate(spec);
   const int64_t div = int64_t{1} << (task_phase_count(spec) - 1 - task_phase(spec, step, total_steps));
   TaskRng rng(task_seed_mix(seed, 1, static_cast<uint64_t>(step)));
@@ -209,6 +217,7 @@ Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, i
 
 Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, uint64_t seed) {
   if (spec.name == "lm") return lm_batch(spec, batch_size, index, task_seed_mix(seed, 3, 0), LmSplit::kValid);
+  if (spec.name == "file") return file_task_eval_batch(spec, batch_size, index);  // held-out rows in order
   if (spec.name == "textcopy") {  // held-out documents, not only held-out draws
     task_validate(spec);
     return text_copy_generate(spec, batch_size, spec.length, task_seed_mix(seed, 3, static_cast<uint64_t>(index)),

@@ -249,7 +249,8 @@ EvalResult Trainer::evaluate() {
   double loss_sum = 0;
   int64_t correct = 0, correct_answers = 0, correct_chains = 0;
   std::vector<int64_t> hop_correct;
-  for (int64_t i = 0; i < config_.eval_batches; ++i) {
+  const int64_t batches = task_eval_batch_count(config_.task, config_.eval_batch, config_.eval_batches);
+  for (int64_t i = 0; i < batches; ++i) {
     const Batch batch = task_eval_batch(config_.task, config_.eval_batch, i, config_.seed);
     const BatchScore s = batch_score(model_->forward(batch.tokens), batch);
     loss_sum += s.loss.item<double>() * static_cast<double>(s.answer_tokens);

@@ -11,7 +11,8 @@
 // one row: structure, cost class, path and congestion per item of its list as written
 // ("...*3|causal"), time/token and cache those of its worst layer; the report says so.
 //
-// Presets (identical for every mixer and task; `set` overrides any config key for all runs):
+// Presets (identical for every mixer and task; `set` overrides any config key for all runs;
+// task file takes length and vocab from its `data` file, which the other tasks ignore):
 //   default  d_model 64, 2 layers, 4 heads, mlp 4, vocab 32, batch 32, lr 3e-3, no curriculum
 //            (too few steps for four phases); copy L = 16 (T = 33), 2000 steps, warmup 200;
 //            recall/multihop S = 64 with 8 pairs, 600 steps, warmup 60 (on the MQAR plateau:

@@ -2,7 +2,11 @@
 //
 // A config is a flat JSON object; every key is optional and unknown keys are an error (a typo
 // must not silently train the default). Keys, defaults (the fast CPU setting) and meaning:
-//   task "copy"          copy | recall | multihop | textcopy | s5 | lm (mixlab/train/tasks.h)
+//   task "copy"          copy | recall | multihop | textcopy | s5 | lm | file (mixlab/train/tasks.h)
+//   data ""              file: the .npz (arrays inputs, labels; -100 = not scored) or .npy of rows
+//                        (mixlab/train/task_file.h); stored absolute. It sets length (T) and, when
+//                        the key vocab is absent, vocab (max id + 1); other tasks: must be empty
+//   eval_data ""         file: held-out rows (same T); "" = the last max(1, N/10) rows of data
 //   vocab 64             vocabulary size V (4 special tokens + content); lm: the tokenizer's
 //                        (set automatically; another value is an error, except with tokens=);
 //                        s5: 4 + n! (set from elements)
@@ -39,7 +43,7 @@
 //                        accuracy; lm: token accuracy) is >= stop_at, in (0, 1], the run ends
 //                        there (checkpoint and final evaluation as at the last step;
 //                        result.json "stopped_early"); needs eval_every > 0. 0 = off
-//   eval_batches 4, eval_batch 0 (0 = batch), eval_every 0 (0 = only at the end),
+//   eval_batches 4 (file: every held-out row instead), eval_batch 0 (0 = batch), eval_every 0 (0 = only at the end),
 //   log_every 10, checkpoint_every 0 (0 = only at the end)
 // Every value is checked (type and range); errors name the key and the file. Integer keys are
 // at most 2^40 (seed: any uint64); a value out of range is an error, never clamped. Config files

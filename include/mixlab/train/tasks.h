@@ -62,6 +62,12 @@
 //   scored. Training draws windows of the train stream; the trainer evaluates perplexity and bits per byte on the valid
 //   stream (mixlab/train/lm_eval.h); task_eval_batch gives random windows of the valid stream.
 //
+// file (--set data=PATH): rows of a NumPy .npz (arrays inputs and labels, N x T, labels -100
+//   where not scored) or .npy written by any program, e.g. examples/zoology_mqar.py
+//   (mixlab/train/task_file.h). T, and unless given the vocabulary, come from the file; the
+//   held-out rows are eval_data's, else the last max(1, N/10) rows. One answer per row; every
+//   evaluation covers all held-out rows once (task_eval_batch_count). No curriculum.
+//
 // Curriculum (App. C.1): training is split in P = curriculum_phases equal phases (default 4);
 // phase p uses the length and the pair count divided by 2^(P-1-p), so 8, 4, 2, 1 for P = 4 and
 // 2, 1 for P = 2 (at least the task's minimum). Fewer phases suit a model whose smallest useful
@@ -92,7 +98,7 @@ constexpr int64_t kFirstContentToken = 4;
 constexpr int64_t kMaxCurriculumPhases = 8;  // the first phase trains at length / 128
 
 struct TaskSpec {
-  std::string name = "copy";        // copy | recall | multihop | textcopy | s5 | lm
+  std::string name = "copy";        // copy | recall | multihop | textcopy | s5 | lm | file
   int64_t vocab = 64;               // V
   int64_t length = 16;              // copy/textcopy: longest copied span L; recall/multihop: sequence length S
   int64_t pairs = 8;                // recall/multihop: most key–value pairs P (ignored by copy)
@@ -103,6 +109,8 @@ struct TaskSpec {
   std::string tokenizer = "bytes";  // lm: bytes | gpt2 | ids (task_lm.h: how vocab follows it)
   std::string corpus;               // lm: a plain-text corpus (folder or file, text_corpus.h); "" = Brown
   std::string tokens;               // lm: a folder holding nanoGPT's train.bin and val.bin; "" = none
+  std::string data;                 // file: the .npz/.npy of rows (absolute once configured)
+  std::string eval_data;            // file: held-out rows; empty = the last max(1, N/10) rows of data
 };
 
 struct Batch {
@@ -134,6 +142,10 @@ Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, i
 /// Held-out batch number `index` at the full length and pair count (a seed stream disjoint from
 /// training batches).
 Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, uint64_t seed);
+
+/// Held-out batches one evaluation reads: `eval_batches`, except for task file, whose evaluation
+/// covers its held-out rows once: ceil(E / batch_size) batches, the last one shorter.
+int64_t task_eval_batch_count(const TaskSpec& spec, int64_t batch_size, int64_t eval_batches);
 
 /// Number of curriculum phases: spec.curriculum_phases, or 1 when the curriculum is off.
 int task_phase_count(const TaskSpec& spec);
