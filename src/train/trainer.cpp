@@ -331,26 +331,14 @@ void Trainer::init_weights(const LoadedCheckpoint& c) {
 
 namespace {
 
-// The cumulative "tokens" and "seconds" of the last training line kept in a metrics file (0, 0
-// when none has them): a resumed run counts on from there, so curves against tokens or wall time
-// continue across a resume (the time between the runs is not counted).
-std::pair<double, double> metrics_last_totals(const std::string& path) {
+// Keeps the metrics lines of steps <= `step` (the checkpoint's) so a resumed run appends after
+// them without duplicates; a torn last line (a kill mid-write) is dropped too. Returns the
+// cumulative "tokens" and "seconds" of the last kept line that has them (0, 0 when none): the
+// resumed run counts on from there, so curves against tokens or wall time continue across a
+// resume (the time between the runs is not counted).
+std::pair<double, double> metrics_truncate_to_step(const std::string& path, int64_t step) {
   std::pair<double, double> totals{0, 0};
   if (::access(path.c_str(), F_OK) != 0) return totals;
-  std::istringstream in(file_read(path, int64_t{1} << 30, "metrics file"));
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("tokens") && j["tokens"].is_number() && j.contains("seconds") &&
-        j["seconds"].is_number())
-      totals = {j["tokens"].get<double>(), j["seconds"].get<double>()};
-  }
-  return totals;
-}
-
-// Keeps the metrics lines of steps <= `step` (the checkpoint's) so a resumed run appends after
-// them without duplicates; a torn last line (a kill mid-write) is dropped too.
-void metrics_truncate_to_step(const std::string& path, int64_t step) {
-  if (::access(path.c_str(), F_OK) != 0) return;
   const std::string text = file_read(path, int64_t{1} << 30, "metrics file");
   std::string kept;
   size_t begin = 0;
@@ -362,9 +350,12 @@ void metrics_truncate_to_step(const std::string& path, int64_t step) {
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step) {
       kept += line + "\n";
+      if (j.contains("tokens") && j["tokens"].is_number() && j.contains("seconds") && j["seconds"].is_number())
+        totals = {j["tokens"].get<double>(), j["seconds"].get<double>()};
     }
   }
   if (kept.size() != text.size()) atomic_write_file(path, kept);
+  return totals;
 }
 
 }  // namespace
@@ -400,8 +391,7 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   if (!o.metrics_path.empty() && writer) {
     const bool resumed = step_ > 0;
     if (resumed) {
-      metrics_truncate_to_step(o.metrics_path, step_);
-      metrics_offset = metrics_last_totals(o.metrics_path);
+      metrics_offset = metrics_truncate_to_step(o.metrics_path, step_);
     }
     metrics = AppendFile(o.metrics_path, /*truncate=*/!resumed);
   }
