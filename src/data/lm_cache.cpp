@@ -1,11 +1,6 @@
 // The LM token cache: versioned header + checksum, atomic write, mmap read (mixlab/data/lm_cache.h).
 #include "mixlab/data/lm_cache.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -13,6 +8,7 @@
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
+#include "mixlab/data/mapped_file.h"
 
 namespace mixlab {
 namespace {
@@ -50,25 +46,14 @@ void lm_cache_write(const std::string& path, const LmCacheInfo& info, const std:
 
 std::shared_ptr<LmTokenFile> LmTokenFile::open(const std::string& path, const LmCacheKey& expected) {
   const std::string what = fmt::format("LM token cache '{}'", path);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MIXLAB_CHECK_IO(fd >= 0, "{}: cannot open: {}", what, std::strerror(errno));
-  struct stat st {};
-  const int rc = ::fstat(fd, &st);
-  const auto size = static_cast<int64_t>(st.st_size);
-  if (rc != 0 || size < kLmCacheHeaderBytes) {
-    ::close(fd);
-    MIXLAB_FAIL("{}: truncated or corrupt (shorter than its {}-byte header)", what, kLmCacheHeaderBytes);
-  }
-  void* map = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);  // the mapping stays valid
-  MIXLAB_CHECK_IO(map != MAP_FAILED, "{}: cannot mmap: {}", what, std::strerror(err));
+  auto map = MappedFile::open(path, what);
+  const auto size = static_cast<int64_t>(map->size());
+  MIXLAB_CHECK(size >= kLmCacheHeaderBytes, "{}: truncated or corrupt (shorter than its {}-byte header)", what,
+               kLmCacheHeaderBytes);
   std::shared_ptr<LmTokenFile> f(new LmTokenFile());
-  f->map_ = map;
-  f->map_bytes_ = static_cast<size_t>(size);
   f->path_ = path;
-
-  const char* base = static_cast<const char*>(map);
+  const char* base = map->data();
+  f->map_ = std::move(map);
   const std::string header(base, strnlen(base, static_cast<size_t>(kLmCacheHeaderBytes)));
   std::istringstream in(header);
   std::string magic, name;
@@ -107,10 +92,6 @@ std::shared_ptr<LmTokenFile> LmTokenFile::open(const std::string& path, const Lm
   MIXLAB_CHECK(actual == stored, "{}: checksum mismatch (stored {:016x}, computed {:016x}): the file is corrupt", what,
                stored, actual);
   return f;
-}
-
-LmTokenFile::~LmTokenFile() {
-  if (map_ != nullptr) ::munmap(map_, map_bytes_);
 }
 
 }  // namespace mixlab

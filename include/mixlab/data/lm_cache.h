@@ -26,6 +26,8 @@
 
 namespace mixlab {
 
+class MappedFile;  // mixlab/data/mapped_file.h
+
 struct LmCacheKey {
   std::string tokenizer;  // "bytes" | "gpt2"
   std::string split;      // "train" | "valid" | "test"
@@ -51,7 +53,6 @@ class LmTokenFile {
   /// mixlab::IoError when the file cannot be opened, mixlab::Error naming the path and the
   /// problem when it is truncated, corrupt or for another key.
   static std::shared_ptr<LmTokenFile> open(const std::string& path, const LmCacheKey& expected);
-  ~LmTokenFile();
   LmTokenFile(const LmTokenFile&) = delete;
   LmTokenFile& operator=(const LmTokenFile&) = delete;
 
@@ -61,8 +62,7 @@ class LmTokenFile {
 
  private:
   LmTokenFile() = default;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  std::shared_ptr<const MappedFile> map_;
   const uint16_t* tokens_ = nullptr;
   LmCacheInfo info_;
   std::string path_;

@@ -19,11 +19,12 @@
 
 namespace mixlab {
 
+class MappedFile;  // mixlab/data/mapped_file.h
+
 class TokenBinFile {
  public:
   /// Maps `path` read-only. Throws as described above.
   static std::shared_ptr<TokenBinFile> open(const std::string& path);
-  ~TokenBinFile();
   TokenBinFile(const TokenBinFile&) = delete;
   TokenBinFile& operator=(const TokenBinFile&) = delete;
 
@@ -33,8 +34,7 @@ class TokenBinFile {
 
  private:
   TokenBinFile() = default;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  std::shared_ptr<const MappedFile> map_;
   const uint16_t* tokens_ = nullptr;
   int64_t size_ = 0;
   std::string path_;
