@@ -152,7 +152,9 @@ TEST(AffineMemberTable, MixerRegistersTheExpectedParameters) {
 TEST(AffineMemberRetNet, DecaysAreThePapers) {
   for (int64_t H : {1, 3, 4, 8}) {
     AffineMixer mixer(AffineMember::kRetNet, MixerDims{8 * H, H, 64});
-    const torch::Tensor* log_gamma = mixer.named_buffers().find("log_gamma");
+    // named_buffers() returns a dict by value: keep it alive while the pointer into it is used.
+    const auto buffers = mixer.named_buffers();
+    const torch::Tensor* log_gamma = buffers.find("log_gamma");
     ASSERT_NE(log_gamma, nullptr);
     ASSERT_EQ(log_gamma->numel(), H);
     for (int64_t h = 0; h < H; ++h)
@@ -162,12 +164,12 @@ TEST(AffineMemberRetNet, DecaysAreThePapers) {
   // Saved decays win: a weight file written with another schedule loads its own (the buffer).
   auto old = std::make_shared<AffineMixer>(AffineMember::kRetNet, MixerDims{24, 3, 64});
   torch::NoGradGuard no_grad;
-  old->named_buffers().find("log_gamma")->copy_(torch::log1p(-torch::pow(2.0, torch::tensor({-5.0, -7.0, -9.0}))));
+  old->named_buffers()["log_gamma"].copy_(torch::log1p(-torch::pow(2.0, torch::tensor({-5.0, -7.0, -9.0}))));
   std::stringstream archive;
   torch::save(old, archive);
   auto loaded = std::make_shared<AffineMixer>(AffineMember::kRetNet, MixerDims{24, 3, 64});
   torch::load(loaded, archive);
-  EXPECT_NEAR(std::exp(loaded->named_buffers().find("log_gamma")->index({2}).item<double>()), 1.0 - 1.0 / 512, 1e-7);
+  EXPECT_NEAR(std::exp(loaded->named_buffers()["log_gamma"].index({2}).item<double>()), 1.0 - 1.0 / 512, 1e-7);
 }
 
 }  // namespace
