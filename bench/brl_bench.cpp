@@ -154,7 +154,8 @@ void plot_from(const std::string& dir, const std::string& prefix) {
   }
   for (auto& [label, points] : series) {
     std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.T < b.T; });
-    mixlab::LineSeries t{label, {}, {}}, m{label, {}, {}};
+    mixlab::LineSeries t, m;
+    t.label = m.label = label;
     for (const auto& p : points) {
       t.x.push_back(p.T);
       t.y.push_back(p.ms);

@@ -9,6 +9,8 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
@@ -29,8 +31,32 @@ struct CompareArgs {
   int64_t seeds = 1;
   std::vector<std::string> sweeps;  // TASK=LENGTHS
   int64_t sweep_rows = 256;
+  std::string lrs;  // --lr 1e-3,3e-3
   bool quiet = false;
 };
+
+std::vector<std::string> split_list(const std::string& s, const char* what);
+
+// "1e-3,3e-3" -> {0.001, 0.003}; every entry a number > 0, no repeats.
+std::vector<double> parse_lrs(const std::string& s, const char* what) {
+  std::vector<double> out;
+  for (const auto& item : split_list(s, what)) {
+    double v = 0;
+    size_t used = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    MIXLAB_CHECK(used == item.size() && std::isfinite(v) && v > 0,
+                 "compare: {} expects learning rates > 0 separated by commas (e.g. 1e-3,3e-3), got '{}' in '{}'", what,
+                 item, s);
+    MIXLAB_CHECK(std::find(out.begin(), out.end(), v) == out.end(), "compare: {} lists {} twice in '{}'", what, item,
+                 s);
+    out.push_back(v);
+  }
+  return out;
+}
 
 std::vector<std::string> split_list(const std::string& s, const char* what) {
   std::vector<std::string> out;
@@ -61,6 +87,10 @@ void run_compare(const CompareArgs& a) {
     const auto eq = kv.find('=');
     MIXLAB_CHECK(eq != std::string::npos && eq > 0, "compare: --set expects KEY=VALUE, got '{}'", kv);
     const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    if (key == "lr" && value.find(',') != std::string::npos) {  // a list: the same as --lr
+      o.lrs = parse_lrs(value, "--set lr");
+      continue;
+    }
     try {
       o.overrides[key] = nlohmann::json::parse(value);
     } catch (const nlohmann::json::parse_error&) {
@@ -68,6 +98,12 @@ void run_compare(const CompareArgs& a) {
     }
   }
   if (a.steps > 0) o.overrides["steps"] = a.steps;
+  if (!a.lrs.empty()) {
+    MIXLAB_CHECK(o.lrs.empty(), "compare: give the learning rates once, with --lr or with --set lr=A,B, not both");
+    o.lrs = parse_lrs(a.lrs, "--lr");
+  }
+  // One rate is no sweep: it overrides the preset's like --set lr=X.
+  if (o.lrs.size() == 1) o.overrides["lr"] = o.lrs.front(), o.lrs.clear();
   o.sweep_lengths = compare_preset_sweeps(a.preset, o.tasks);
   for (const auto& item : a.sweeps) {
     const auto eq = item.find('=');
@@ -84,10 +120,15 @@ void run_compare(const CompareArgs& a) {
   const bool bars = std::any_of(o.tasks.begin(), o.tasks.end(), [](const std::string& t) { return t != "lm"; });
   std::string sweeps;
   for (const auto& [task, lengths] : o.sweep_lengths) sweeps += fmt::format(", {}/by_length_{}.png", o.out_dir, task);
-  std::cout << fmt::format("wrote {0}/compare.csv, {0}/compare.json{1}{2}{3}\n", o.out_dir,
+  std::string curves;
+  for (const auto& t : o.tasks)
+    if (std::filesystem::exists(o.out_dir + "/curves_" + t + ".png"))
+      curves += fmt::format(", {}/curves_{}.png", o.out_dir, t);
+  std::cout << fmt::format("wrote {0}/compare.csv, {0}/compare.json{1}{2}{3}{4}\n", o.out_dir,
                            bars ? fmt::format(", {}/compare.png", o.out_dir) : std::string(),
                            lm ? fmt::format(", {}/compare_lm.png", o.out_dir) : std::string(),
-                           sweeps.empty() ? std::string() : fmt::format(", {}/by_length.csv{}", o.out_dir, sweeps));
+                           sweeps.empty() ? std::string() : fmt::format(", {}/by_length.csv{}", o.out_dir, sweeps),
+                           curves);
 }
 
 }  // namespace
@@ -117,6 +158,9 @@ void cmd_compare_register(CLI::App& app) {
                   "preset psm has its own)");
   sub->add_option("--sweep-rows", args->sweep_rows, "Held-out rows per sweep length (default 256)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--lr", args->lrs,
+                  "Learning-rate sweep, e.g. 1e-3,3e-3,1e-2: every run at each rate; per mixer and task the best on a "
+                  "validation split is reported on the test split, with the rate in the table (also --set lr=A,B)");
   sub->add_flag("--quiet", args->quiet, "No progress lines");
   sub->callback([args] { run_compare(*args); });
 }

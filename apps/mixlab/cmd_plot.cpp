@@ -14,7 +14,6 @@
 // on stderr; what is complete is drawn. A run without any point of the metric is an error naming
 // it, as is a RUN without metrics.jsonl. Each line is labelled by its run folder's name.
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -23,6 +22,7 @@
 #include "commands.h"
 #include "mixlab/analysis/line_chart.h"
 #include "mixlab/core/error.h"
+#include "mixlab/train/run_metrics.h"
 
 namespace mixlab::cli {
 namespace {
@@ -48,30 +48,18 @@ LineSeries read_run(const std::string& run, const PlotArgs& a) {
                "plot: run '{}' has no metrics.jsonl (expected a folder of `mixlab train` "
                "or a metrics.jsonl file)",
                run);
-  std::ifstream in(path);
-  MIXLAB_CHECK_IO(in.good(), "plot: cannot read '{}'", path.string());
   const fs::path folder = fs::is_directory(run, ec) ? fs::path(run) : path.parent_path();
   LineSeries s;
   s.label = fs::weakly_canonical(folder, ec).filename().string();
   if (s.label.empty()) s.label = folder.string();
+  const std::vector<nlohmann::json> lines = read_metrics_lines(path.string(), [&](int64_t number) {
+    std::cerr << fmt::format(
+        "mixlab plot: {}: line {} is not a complete JSON object (a run killed mid-write?): skipped\n", path.string(),
+        number);
+  });
   // lm runs write ppl; eval_acc then means token accuracy.
-  std::vector<nlohmann::json> lines;
-  int64_t number = 0;
   bool lm = false;
-  for (std::string line; std::getline(in, line);) {
-    ++number;
-    if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) {
-      std::cerr << fmt::format(
-          "mixlab plot: {}: line {} is not a complete JSON object (a run killed mid-write?): "
-          "skipped\n",
-          path.string(), number);
-      continue;
-    }
-    lm |= j.contains("ppl") || j.contains("eval_ppl");
-    lines.push_back(std::move(j));
-  }
+  for (const auto& j : lines) lm |= j.contains("ppl") || j.contains("eval_ppl");
   const std::string key = metric_key(a.metric, lm);
   // x of each training line by step: held-out lines carry no tokens/seconds and are placed at
   // those of the training line of their step (or the last one before it).

@@ -106,7 +106,10 @@ void marker(cairo_t* cr, size_t series, double x, double y) {
 
 }  // namespace
 
-void line_chart_png(const LineChart& chart, const std::string& path) {
+namespace {
+
+// One chart drawn with its top edge at `y0` of the canvas (900 x 540 per chart).
+void draw_line_chart(cairo_t* cr, const LineChart& chart, double y0) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   double x_min = kInf, x_max = -kInf, y_min = kInf, y_max = -kInf;
   for (const auto& s : chart.series) {
@@ -123,18 +126,29 @@ void line_chart_png(const LineChart& chart, const std::string& path) {
       x_min = std::min(x_min, s.x[i]), x_max = std::max(x_max, s.x[i]);
       y_min = std::min(y_min, s.y[i]), y_max = std::max(y_max, s.y[i]);
     }
+    MIXLAB_CHECK((s.lo.empty() && s.hi.empty()) || (s.lo.size() == s.x.size() && s.hi.size() == s.x.size()),
+                 "line_chart_png: series '{}' has a band of {} lo and {} hi values for {} points", s.label, s.lo.size(),
+                 s.hi.size(), s.x.size());
+    for (size_t i = 0; i < s.lo.size(); ++i) {
+      MIXLAB_CHECK(
+          std::isfinite(s.lo[i]) && std::isfinite(s.hi[i]) && s.lo[i] <= s.hi[i] && (!chart.log_y || s.lo[i] > 0),
+          "line_chart_png: series '{}' band {} is [{}, {}]: expected finite lo <= hi{}", s.label, i, s.lo[i], s.hi[i],
+          chart.log_y ? " and lo > 0 on a log y axis" : "");
+      y_min = std::min(y_min, s.lo[i]), y_max = std::max(y_max, s.hi[i]);
+    }
   }
   MIXLAB_CHECK(x_min <= x_max, "line_chart_png: chart '{}' has no points ({} series), nothing to draw", chart.title,
                chart.series.size());
   const Axis ax = make_axis(chart.log_x, x_min, x_max), ay = make_axis(chart.log_y, y_min, y_max);
 
   const int W = 900, H = 540;
-  const double left = 80, right = W - 210, top = 44, bottom = H - 60;  // legend to the right
+  const double left = 80, right = W - 210, top = y0 + 44, bottom = y0 + H - 60;  // legend to the right
   auto px = [&](double x) { return left + (right - left) * ax.frac(x); };
   auto py = [&](double y) { return bottom - (bottom - top) * ay.frac(y); };
-  analysis_detail::Canvas canvas(W, H);
-  cairo_t* cr = canvas.cr();
-  analysis_detail::draw_titles(cr, chart.title, chart.x_label, chart.y_label, left, bottom, H);
+  cairo_save(cr);
+  cairo_translate(cr, 0, y0);
+  analysis_detail::draw_titles(cr, chart.title, chart.x_label, chart.y_label, left, bottom - y0, H);
+  cairo_restore(cr);
 
   cairo_set_line_width(cr, 1);
   for (const auto& [t, label] : ax.ticks) {
@@ -164,6 +178,19 @@ void line_chart_png(const LineChart& chart, const std::string& path) {
   cairo_clip(cr);
   cairo_set_line_width(cr, 1.6);
   cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
+  for (size_t k = 0; k < chart.series.size(); ++k) {  // bands first, under every line
+    const LineSeries& s = chart.series[k];
+    if (s.lo.empty()) continue;
+    for (size_t i = 0; i < s.x.size(); ++i) cairo_line_to(cr, px(s.x[i]), py(s.hi[i]));
+    for (size_t i = s.x.size(); i-- > 0;) cairo_line_to(cr, px(s.x[i]), py(s.lo[i]));
+    cairo_close_path(cr);
+    analysis_detail::set_series_color(cr, k);
+    cairo_save(cr);
+    cairo_clip_preserve(cr);
+    cairo_paint_with_alpha(cr, 0.18);
+    cairo_restore(cr);
+    cairo_new_path(cr);
+  }
   for (size_t k = 0; k < chart.series.size(); ++k) {
     const LineSeries& s = chart.series[k];
     analysis_detail::set_series_color(cr, k);
@@ -174,7 +201,8 @@ void line_chart_png(const LineChart& chart, const std::string& path) {
         cairo_line_to(cr, px(s.x[i]), py(s.y[i]));
     }
     cairo_stroke(cr);
-    for (size_t i = 0; i < s.x.size(); ++i) marker(cr, k, px(s.x[i]), py(s.y[i]));
+    if (s.x.size() <= 40)
+      for (size_t i = 0; i < s.x.size(); ++i) marker(cr, k, px(s.x[i]), py(s.y[i]));
   }
   cairo_restore(cr);
 
@@ -193,6 +221,17 @@ void line_chart_png(const LineChart& chart, const std::string& path) {
     cairo_set_source_rgb(cr, 0, 0, 0);
     analysis_detail::text_at(cr, lx + 32, y + 4, chart.series[k].label);
   }
+}
+
+}  // namespace
+
+void line_chart_png(const LineChart& chart, const std::string& path) { line_charts_png({chart}, path); }
+
+void line_charts_png(const std::vector<LineChart>& panels, const std::string& path) {
+  MIXLAB_CHECK(!panels.empty(), "line_charts_png: no chart to draw into '{}'", path);
+  const int H = 540;
+  analysis_detail::Canvas canvas(900, H * static_cast<int>(panels.size()));
+  for (size_t i = 0; i < panels.size(); ++i) draw_line_chart(canvas.cr(), panels[i], H * static_cast<double>(i));
   canvas.write_png(path, "line_chart_png");
 }
 

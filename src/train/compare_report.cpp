@@ -32,6 +32,23 @@ std::string value_cell(const std::vector<double>& v, int digits) {
   return fmt::format("{:.{}f} ({:.{}f}..{:.{}f})", s.mean, digits, s.lo, digits, s.hi, digits);
 }
 
+// compare.json's "lr_sweep" of a row: task -> every rate tried with its validation figures and
+// the test figures beside them.
+json lr_trials_json(const CompareRow& r) {
+  json out = json::object();
+  for (const auto& [task, trials] : r.lr_trials) {
+    json list = json::array();
+    for (const auto& t : trials)
+      list.push_back({{"lr", t.lr},
+                      {"valid_token_acc", t.valid_token_acc},
+                      {"valid_loss", t.valid_loss},
+                      {"test_token_acc", t.test_token_acc},
+                      {"test_loss", t.test_loss}});
+    out[task] = list;
+  }
+  return out;
+}
+
 // compare.json's "sweep" of a row: task -> one array per seed of {length, rows, token_error,
 // answer_error, final_error}.
 json sweep_json(const CompareRow& r) {
@@ -106,6 +123,71 @@ std::string sweep_table_text(const CompareReport& rep) {
   return out;
 }
 
+// Whether the table shows a task's learning rate: with a sweep, or when the rows differ (a preset
+// with a rate per mixer, compare_preset_lr).
+bool show_lr(const CompareReport& rep, const std::string& task) {
+  if (!rep.lrs.empty()) return true;
+  double first = 0;
+  for (const auto& r : rep.rows) {
+    if (!r.ran || !r.lr.count(task)) continue;
+    if (first == 0) first = r.lr.at(task);
+    if (r.lr.at(task) != first) return true;
+  }
+  return false;
+}
+
+// Mean over seeds at every step some seed evaluated (a seed that stopped early drops out after
+// its last step), and the seeds' range as a band when there are several.
+LineSeries seed_band(const std::string& label, const std::vector<MetricCurve>& seeds, double scale) {
+  std::map<int64_t, std::vector<double>> at;
+  for (const auto& c : seeds)
+    for (size_t i = 0; i < c.step.size(); ++i) at[c.step[i]].push_back(scale * c.value[i]);
+  LineSeries line;
+  line.label = label;
+  for (const auto& [step, v] : at) {
+    const SeedStats st = seed_stats(v);
+    line.x.push_back(static_cast<double>(step));
+    line.y.push_back(st.mean);
+    if (seeds.size() > 1) line.lo.push_back(st.lo), line.hi.push_back(st.hi);
+  }
+  return line;
+}
+
+// The held-out curves as text: one sparkline per (task, mixer), the mean over seeds at each
+// evaluation; accuracy on 0..100 %, perplexity from the task's lowest to its highest value.
+std::string sparkline_text(const CompareReport& rep) {
+  std::string out;
+  for (const auto& task : rep.tasks) {
+    std::vector<std::pair<std::string, LineSeries>> lines;
+    double lo = 0, hi = 100;
+    const bool lm = task == "lm";
+    bool curves = false;
+    for (const auto& r : rep.rows) {
+      if (!r.ran || !r.eval_curves.count(task)) continue;
+      LineSeries line = seed_band(r.mixer, r.eval_curves.at(task), lm ? 1.0 : 100.0);
+      curves = curves || line.y.size() >= 2;
+      lines.emplace_back(r.mixer, std::move(line));
+    }
+    if (!curves) continue;
+    if (lm) {
+      lo = 1e300, hi = -1e300;
+      for (const auto& [m, l] : lines)
+        for (double v : l.y) lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+    out += fmt::format("\n{}: held-out {} at each evaluation ({}; curves_{}.png draws them with the training loss)\n",
+                       task, lm ? "perplexity" : "token accuracy",
+                       lm ? fmt::format("{:.2f}..{:.2f}", lo, hi) : std::string("0..100 %"), task);
+    size_t w = 0;
+    for (const auto& [m, l] : lines) w = std::max(w, display_width(m));
+    for (const auto& [m, l] : lines) {
+      if (l.y.empty()) continue;
+      out += fmt::format("  {} {} {:.{}f} -> {:.{}f}\n", pad_to_width(m, w, false), sparkline(l.y, lo, hi, 32),
+                         l.y.front(), lm ? 2 : 1, l.y.back(), lm ? 2 : 1);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string compare_table_text(const CompareReport& rep) {
@@ -120,6 +202,7 @@ std::string compare_table_text(const CompareReport& rep) {
     } else {
       head.push_back(t + " %");
     }
+    if (show_lr(rep, t)) head.push_back(t + " lr");
   }
   if (chains) head.push_back("chains %");
   head.insert(head.end(), {"train tok/s", "decode µs/tok"});
@@ -145,6 +228,7 @@ std::string compare_table_text(const CompareReport& rep) {
       } else {
         c.push_back(seed_cell(r.token_acc_seeds.at(t)));
       }
+      if (show_lr(rep, t)) c.push_back(r.lr.count(t) ? fmt::format("{:g}", r.lr.at(t)) : "—");
     }
     if (chains) c.push_back(r.chain_acc_seeds.count("multihop") ? seed_cell(r.chain_acc_seeds.at("multihop")) : "—");
     c.push_back(format_rate(r.train_tokens_per_s));
@@ -191,7 +275,15 @@ std::string compare_table_text(const CompareReport& rep) {
         "=\n"
         "model parameters at the matched width d (compare.h).\n";
   }
+  if (!rep.lrs.empty())
+    out += fmt::format(
+        "lr = the learning rate each cell reports, chosen per mixer and task from {} by the mean validation token\n"
+        "accuracy over seeds (lm: the lowest validation loss); the cells are the test split's{}.\n",
+        fmt::join(rep.lrs, ", "), lm ? " (lm: the test stream, not the valid one)" : "");
+  else if (std::any_of(rep.tasks.begin(), rep.tasks.end(), [&](const std::string& t) { return show_lr(rep, t); }))
+    out += fmt::format("lr = the preset's learning rate for this mixer and task (compare_presets.cpp says why).\n");
   out += sweep_table_text(rep);
+  out += sparkline_text(rep);
   return out;
 }
 
@@ -262,7 +354,8 @@ void write_sweep_chart(const CompareReport& rep, const std::string& task, const 
   chart.y_label = sweep_metric_name(task) + " (%)";
   for (const auto& r : rep.rows) {
     if (!r.ran || !r.sweep.count(task)) continue;
-    LineSeries line{r.mixer, {}, {}};
+    LineSeries line;
+    line.label = r.mixer;
     for (const auto& [L, err] : sweep_mean(r.sweep.at(task), task)) {
       line.x.push_back(static_cast<double>(L));
       line.y.push_back(100 * err);
@@ -270,6 +363,33 @@ void write_sweep_chart(const CompareReport& rep, const std::string& task, const 
     chart.series.push_back(std::move(line));
   }
   if (!chart.series.empty()) line_chart_png(chart, path);
+}
+
+// curves_<task>.png: the held-out figure at each evaluation above, the training loss below, one
+// line per mixer (mean over seeds, their range as a band).
+void write_curves_chart(const CompareReport& rep, const std::string& task, const std::string& path) {
+  const bool lm = task == "lm";
+  const std::string seeds = rep.seeds > 1 ? fmt::format("; mean over {} seeds, band = min..max", rep.seeds) : "";
+  LineChart held_out, loss;
+  held_out.title = fmt::format("{}: held-out {} against step (preset '{}'{})", task,
+                               lm ? "perplexity" : "token accuracy", rep.preset, seeds);
+  held_out.x_label = loss.x_label = "training step";
+  held_out.y_label = lm ? "valid perplexity" : "held-out token accuracy (%)";
+  held_out.log_y = lm;
+  loss.title = fmt::format("{}: training loss against step (mean of each logging window)", task);
+  loss.y_label = "training loss (nats per scored token)";
+  for (const auto& r : rep.rows) {
+    if (!r.ran || !r.eval_curves.count(task)) continue;
+    held_out.series.push_back(seed_band(r.mixer, r.eval_curves.at(task), lm ? 1.0 : 100.0));
+    loss.series.push_back(seed_band(r.mixer, r.loss_curves.at(task), 1.0));
+  }
+  auto points = [](const LineChart& c) {
+    size_t n = 0;
+    for (const auto& s : c.series) n += s.x.size();
+    return n;
+  };
+  if (points(held_out) == 0 || points(loss) == 0) return;  // nothing logged (log_every beyond steps)
+  line_charts_png({held_out, loss}, path);
 }
 
 }  // namespace
@@ -285,7 +405,9 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
            "_eval_token_acc_max," + t + "_chain_acc_min," + t + "_chain_acc_max";
   const bool lm = std::find(rep.tasks.begin(), rep.tasks.end(), "lm") != rep.tasks.end();
   csv += ",train_tokens_per_s,decode_us_per_token,parameters,train_seconds";
-  csv += lm ? ",lm_ppl,lm_ppl_min,lm_ppl_max,lm_bits_per_byte,d_model\n" : "\n";
+  csv += lm ? ",lm_ppl,lm_ppl_min,lm_ppl_max,lm_bits_per_byte,d_model" : "";
+  for (const auto& t : rep.tasks) csv += "," + t + "_lr";
+  csv += "\n";
   auto quote = [](const std::string& s) {
     std::string q = "\"";
     for (char c : s) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
@@ -316,6 +438,8 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"chain_acc_seeds", r.chain_acc_seeds},
               {"hop_acc", r.hop_acc},
               {"sweep", sweep_json(r)},
+              {"lr", r.lr},
+              {"lr_sweep", lr_trials_json(r)},
               {"train_tokens_per_s", r.train_tokens_per_s},
               {"decode_us_per_token", r.decode_us_per_token},
               {"parameters", r.parameters},
@@ -345,11 +469,11 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
     } else if (lm) {
       csv += ",,,,,";
     }
+    for (const auto& t : rep.tasks) csv += r.lr.count(t) ? fmt::format(",{:g}", r.lr.at(t)) : std::string(",");
     csv += "\n";
   }
-  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds},
-                    {"jobs", rep.jobs},     {"seeds", rep.seeds}, {"config", rep.config_example},
-                    {"rows", rows}};
+  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds},       {"jobs", rep.jobs},
+                    {"seeds", rep.seeds},   {"lrs", rep.lrs},     {"config", rep.config_example}, {"rows", rows}};
   atomic_write_file(dir + "/compare.json", doc.dump(2) + "\n");  // checked, fsync'ed, renamed
   atomic_write_file(dir + "/compare.csv", csv);
   bool sweeps = false;
@@ -359,6 +483,7 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
     for (const auto& t : rep.tasks) write_sweep_chart(rep, t, dir + "/by_length_" + t + ".png");
   }
   if (!accuracy_tasks(rep).empty()) write_chart(rep, dir + "/compare.png");
+  for (const auto& t : rep.tasks) write_curves_chart(rep, t, dir + "/curves_" + t + ".png");
   if (std::find(rep.tasks.begin(), rep.tasks.end(), "lm") != rep.tasks.end())
     write_lm_chart(rep, dir + "/compare_lm.png");
 }

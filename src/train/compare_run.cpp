@@ -163,13 +163,25 @@ CompareReport compare_run(const CompareOptions& o) {
     }
   }
   MIXLAB_CHECK(o.sweep_rows >= 1, "compare: sweep rows must be >= 1, got {}", o.sweep_rows);
+  for (double lr : o.lrs)
+    MIXLAB_CHECK(std::isfinite(lr) && lr > 0, "compare: --lr expects learning rates > 0, got {}", lr);
+  const bool lr_sweep = o.lrs.size() > 1;
+  if (lr_sweep) {
+    // The choice reads a validation split apart from the reported one (tasks.h, EvalSplit).
+    MIXLAB_CHECK(std::find(o.tasks.begin(), o.tasks.end(), "file") == o.tasks.end(),
+                 "compare: --lr with several rates chooses on a validation split apart from the reported one; task "
+                 "file has one held-out set (eval_data, else its last rows), so sweep it with one --lr per command");
+  }
+  // The rates a (mixer, task) trains at: the sweep's, else 0 = the preset's own (compare_config).
+  const std::vector<double> run_lrs = o.lrs.empty() ? std::vector<double>{0.0} : o.lrs;
   for (const auto& [task, lengths] : o.sweep_lengths) {
     MIXLAB_CHECK(std::find(o.tasks.begin(), o.tasks.end(), task) != o.tasks.end(),
                  "compare: --sweep names task '{}', which is not in --tasks ({})", task, fmt::join(o.tasks, ", "));
     MIXLAB_CHECK(!lengths.empty(), "compare: --sweep for task '{}' has no length", task);
   }
-  auto config_of = [&](const std::string& task, const std::string& spec) {
+  auto config_of = [&](const std::string& task, const std::string& spec, double lr) {
     json ov = o.overrides;
+    if (lr > 0) ov["lr"] = lr;
     if (task == "lm" && lm_width.count(spec)) ov["d_model"] = lm_width.at(spec);
     TrainConfig c = compare_config(o.preset, task, spec, ov);
     auto sweep = o.sweep_lengths.find(task);
@@ -187,7 +199,8 @@ CompareReport compare_run(const CompareOptions& o) {
   int64_t T = 1;
   for (const auto& spec : mixers)
     for (const auto& t : o.tasks) {
-      const TrainConfig c = config_of(t, spec);
+      TrainConfig c = config_of(t, spec, run_lrs.front());
+      for (double lr : run_lrs) c = config_of(t, spec, lr);  // every rate's config is valid
       check_run_spec(c);
       // A bad sweep (e.g. a recall length too short for the pairs) fails now, not after training.
       if (auto sweep = o.sweep_lengths.find(t); sweep != o.sweep_lengths.end()) {
@@ -212,7 +225,10 @@ CompareReport compare_run(const CompareOptions& o) {
   struct Job {
     size_t mixer = 0, task = 0;
     int64_t seed = 0;  // offset added to the config's seed
+    double lr = 0;     // the sweep's rate (0: the preset's)
     TrainResult result;
+    EvalResult valid, test;              // lr sweep: the validation split (the choice) and the test split (the cells)
+    MetricCurve eval_curve, loss_curve;  // from the run's metrics file
     std::shared_ptr<DecoderModel> model;
     int64_t parameters = 0;
     std::string error;
@@ -221,13 +237,15 @@ CompareReport compare_run(const CompareOptions& o) {
   std::vector<Job> jobs;
   for (size_t m = 0; m < mixers.size(); ++m)
     for (size_t t = 0; t < o.tasks.size(); ++t)
-      for (int64_t sd = 0; sd < o.seeds; ++sd) {
-        Job job;
-        job.mixer = m;
-        job.task = t;
-        job.seed = sd;
-        jobs.push_back(std::move(job));
-      }
+      for (double lr : run_lrs)
+        for (int64_t sd = 0; sd < o.seeds; ++sd) {
+          Job job;
+          job.mixer = m;
+          job.task = t;
+          job.seed = sd;
+          job.lr = lr;
+          jobs.push_back(std::move(job));
+        }
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
   const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(o.jobs, n_jobs));
   std::mutex init_mutex, log_mutex;
@@ -247,7 +265,8 @@ CompareReport compare_run(const CompareOptions& o) {
       const std::string& spec = mixers[job.mixer];
       const std::string& task = o.tasks[job.task];
       try {
-        TrainConfig c = config_of(task, spec);
+        TrainConfig c = config_of(task, spec, job.lr);
+        job.lr = c.lr;
         const uint64_t rows_seed = c.seed;  // sweep rows: the same for every mixer and seed
         c.seed += static_cast<uint64_t>(job.seed);
         std::unique_ptr<Trainer> trainer;
@@ -256,23 +275,52 @@ CompareReport compare_run(const CompareOptions& o) {
           trainer = std::make_unique<Trainer>(c);
         }
         job.parameters = trainer->model().parameter_count();
-        log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps, seed {})\n", i + 1, n_jobs, spec, task,
-                        job.parameters, c.steps, c.seed));
+        log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps, seed {}{})\n", i + 1, n_jobs, spec,
+                        task, job.parameters, c.steps, c.seed,
+                        lr_sweep ? fmt::format(", lr {:g}", c.lr) : std::string()));
         TrainOptions to;
         to.progress = o.progress;
         to.label = "  " + spec + "/" + task;
         to.metrics_path = runs_dir + "/" + file_safe(spec) + "_" + task +
-                          (o.seeds > 1 ? fmt::format("_seed{}", c.seed) : std::string()) + ".jsonl";
+                          (o.seeds > 1 ? fmt::format("_seed{}", c.seed) : std::string()) +
+                          (lr_sweep ? fmt::format("_lr{:g}", c.lr) : std::string()) + ".jsonl";
         job.result = trainer->run(to);
+        job.test = job.result.eval;
+        if (lr_sweep) {
+          // The run evaluated its report split; the other one completes the pair (lm reports valid).
+          if (task_report_split(c.task) == EvalSplit::kTest) {
+            job.valid = trainer->evaluate(EvalSplit::kValid);
+          } else {
+            job.valid = job.result.eval;
+            job.test = trainer->evaluate(EvalSplit::kTest);
+          }
+        }
         job.model = trainer->model_ptr();
-        const auto& e = job.result.eval;
+        // The run's curves, read back from its metrics (every line is fsync'ed as written).
+        const auto lines = read_metrics_lines(to.metrics_path);
+        job.eval_curve = metric_curve(lines, task == "lm" ? "eval_ppl" : "eval_token_acc");
+        job.loss_curve = metric_curve(lines, "loss");
+        const auto& e = job.test;
         const std::string quality =
             task == "lm" ? fmt::format("perplexity {:.3f}, bits/byte {:.4f}", std::exp(e.loss), e.bits_per_byte)
                          : fmt::format("token acc {:.1f}%, answer acc {:.1f}%{}", 100 * e.token_acc, 100 * e.answer_acc,
                                        e.chain_queries > 0 ? fmt::format(", chain acc {:.1f}%", 100 * e.chain_acc)
                                                            : std::string());
-        log(fmt::format("compare: {} on {}: {}, {:.0f}s, {} tok/s\n", spec, task, quality, job.result.seconds,
-                        format_rate(job.result.tokens_per_s)));
+        const std::string curve =
+            job.eval_curve.value.size() < 2
+                ? std::string()
+                : " " + (task == "lm"
+                             ? sparkline(job.eval_curve.value,
+                                         *std::min_element(job.eval_curve.value.begin(), job.eval_curve.value.end()),
+                                         job.eval_curve.value.front())
+                             : sparkline(job.eval_curve.value, 0, 1));
+        log(fmt::format(
+            "compare: {} on {}{}: {}{}, {:.0f}s{}, {} tok/s{}\n", spec, task,
+            lr_sweep ? fmt::format(" at lr {:g}", c.lr) : std::string(), quality,
+            lr_sweep ? fmt::format(" (valid token acc {:.1f}%)", 100 * job.valid.token_acc) : std::string(),
+            job.result.seconds,
+            job.result.stopped_early ? fmt::format(" (stop_at reached at step {})", job.result.step) : std::string(),
+            format_rate(job.result.tokens_per_s), curve));
         if (auto sweep = o.sweep_lengths.find(task); sweep != o.sweep_lengths.end()) {
           job.sweep = length_sweep(*job.model, c.task, sweep->second, o.sweep_rows, c.eval_batch, rows_seed);
           // s5: the error of the whole product (last position); the others: token error.
@@ -305,6 +353,7 @@ CompareReport compare_run(const CompareOptions& o) {
   }
   if (bug) std::rethrow_exception(bug);
   rep.jobs = workers;
+  if (lr_sweep) rep.lrs = o.lrs;
 
   // Rows in mixer order. Decode speed and analysis are measured after training, one at a time,
   // so concurrent jobs do not disturb the decode timings.
@@ -316,11 +365,45 @@ CompareReport compare_run(const CompareOptions& o) {
       double rate_sum = 0;
       std::map<std::string, std::vector<double>> answer_seeds, loss_seeds, hop_sum;
       std::map<std::string, std::vector<int64_t>> hop_n;
+      for (const auto& job : jobs)
+        if (job.mixer == m) MIXLAB_CHECK(job.error.empty(), "{} on {}: {}", mixers[m], o.tasks[job.task], job.error);
+      // The rate each task's cells report: with a sweep the best mean validation token accuracy
+      // over seeds (ties: the lower loss; lm: the lower loss), else the one rate the runs used.
+      for (size_t t = 0; t < o.tasks.size(); ++t) {
+        const std::string& task = o.tasks[t];
+        std::map<double, std::vector<const Job*>> by_lr;
+        for (const auto& job : jobs)
+          if (job.mixer == m && job.task == t) by_lr[job.lr].push_back(&job);
+        const LrTrial* best = nullptr;
+        std::vector<LrTrial> trials;
+        for (const auto& [lr, runs] : by_lr) {
+          LrTrial trial;
+          trial.lr = lr;
+          const double n = static_cast<double>(runs.size());
+          for (const Job* j : runs) {
+            trial.valid_token_acc += j->valid.token_acc / n, trial.valid_loss += j->valid.loss / n;
+            trial.test_token_acc += j->test.token_acc / n, trial.test_loss += j->test.loss / n;
+          }
+          trials.push_back(trial);
+        }
+        for (const LrTrial& trial : trials) {
+          const bool better = !best || (task == "lm" ? trial.valid_loss < best->valid_loss
+                                                     : trial.valid_token_acc > best->valid_token_acc ||
+                                                           (trial.valid_token_acc == best->valid_token_acc &&
+                                                            trial.valid_loss < best->valid_loss));
+          if (better) best = &trial;
+        }
+        MIXLAB_ASSERT(best != nullptr, "compare: no run of {} on {}", mixers[m], task);
+        row.lr[task] = best->lr;
+        if (lr_sweep) row.lr_trials[task] = trials;
+      }
       for (const auto& job : jobs) {
         if (job.mixer != m) continue;
-        MIXLAB_CHECK(job.error.empty(), "{} on {}: {}", mixers[m], o.tasks[job.task], job.error);
         const std::string& task = o.tasks[job.task];
-        const EvalResult& e = job.result.eval;
+        if (job.lr != row.lr.at(task)) continue;  // a rate the sweep did not choose
+        const EvalResult& e = job.test;
+        row.eval_curves[task].push_back(job.eval_curve);
+        row.loss_curves[task].push_back(job.loss_curve);
         row.token_acc_seeds[task].push_back(e.token_acc);
         answer_seeds[task].push_back(e.answer_acc);
         loss_seeds[task].push_back(e.loss);

@@ -215,16 +215,33 @@ Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, i
   return task_generate(spec, batch_size, length, pairs, task_seed_mix(seed, 2, static_cast<uint64_t>(step)));
 }
 
+const char* eval_split_name(EvalSplit split) { return split == EvalSplit::kValid ? "valid" : "test"; }
+
+EvalSplit task_report_split(const TaskSpec& spec) { return spec.name == "lm" ? EvalSplit::kValid : EvalSplit::kTest; }
+
 Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, uint64_t seed) {
-  if (spec.name == "lm") return lm_batch(spec, batch_size, index, task_seed_mix(seed, 3, 0), LmSplit::kValid);
-  if (spec.name == "file") return file_task_eval_batch(spec, batch_size, index);  // held-out rows in order
+  return task_eval_batch(spec, batch_size, index, seed, task_report_split(spec));
+}
+
+Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, uint64_t seed, EvalSplit split) {
+  if (spec.name == "lm")
+    return lm_batch(spec, batch_size, index, task_seed_mix(seed, 3, 0),
+                    split == EvalSplit::kValid ? LmSplit::kValid : LmSplit::kTest);
+  if (spec.name == "file") {
+    MIXLAB_CHECK(split == EvalSplit::kTest,
+                 "task file has one held-out set (eval_data, else the last rows of data), no separate validation "
+                 "split: a learning-rate sweep or stop_at cannot choose on rows apart from the reported ones");
+    return file_task_eval_batch(spec, batch_size, index);  // held-out rows in order
+  }
+  // Stream 3 is the test split every run has always reported; stream 4 the validation split.
+  const uint64_t stream = split == EvalSplit::kTest ? 3 : 4;
   if (spec.name == "textcopy") {  // held-out documents, not only held-out draws
     task_validate(spec);
-    return text_copy_generate(spec, batch_size, spec.length, task_seed_mix(seed, 3, static_cast<uint64_t>(index)),
+    return text_copy_generate(spec, batch_size, spec.length, task_seed_mix(seed, stream, static_cast<uint64_t>(index)),
                               Split::kValidation);
   }
   return task_generate(spec, batch_size, spec.length, is_recall_like(spec.name) ? spec.pairs : 0,
-                       task_seed_mix(seed, 3, static_cast<uint64_t>(index)));
+                       task_seed_mix(seed, stream, static_cast<uint64_t>(index)));
 }
 
 }  // namespace mixlab

@@ -232,9 +232,14 @@ BatchScore Trainer::train_step() {
   return s;
 }
 
-EvalResult Trainer::evaluate() {
+EvalResult Trainer::evaluate() { return evaluate(task_report_split(config_.task)); }
+
+EvalSplit Trainer::stop_split() const { return config_.task.name == "file" ? EvalSplit::kTest : EvalSplit::kValid; }
+
+EvalResult Trainer::evaluate(EvalSplit split) {
   if (config_.task.name == "lm") {
-    const LmEvalResult e = lm_evaluate_split(*model_, config_, LmSplit::kValid);
+    const LmEvalResult e =
+        lm_evaluate_split(*model_, config_, split == EvalSplit::kValid ? LmSplit::kValid : LmSplit::kTest);
     EvalResult r;
     r.loss = e.loss();
     r.answer_tokens = e.tokens;
@@ -251,7 +256,7 @@ EvalResult Trainer::evaluate() {
   std::vector<int64_t> hop_correct;
   const int64_t batches = task_eval_batch_count(config_.task, config_.eval_batch, config_.eval_batches);
   for (int64_t i = 0; i < batches; ++i) {
-    const Batch batch = task_eval_batch(config_.task, config_.eval_batch, i, config_.seed);
+    const Batch batch = task_eval_batch(config_.task, config_.eval_batch, i, config_.seed, split);
     const BatchScore s = batch_score(model_->forward(batch.tokens), batch);
     loss_sum += s.loss.item<double>() * static_cast<double>(s.answer_tokens);
     r.answer_tokens += s.answer_tokens;
@@ -467,6 +472,9 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
     const bool eval_now = config_.eval_every > 0 && step_ % config_.eval_every == 0 && !last;
     if (eval_now) {
       const EvalResult e = evaluate();
+      // stop_at decides on the validation split, apart from the reported one (tasks.h, EvalSplit).
+      const bool stop_apart = config_.stop_at > 0 && stop_split() != task_report_split(config_.task);
+      const EvalResult stop_eval = stop_apart ? evaluate(stop_split()) : e;
       if (metrics.is_open()) {
         nlohmann::json j = {{"step", step_},
                             {"eval_loss", e.loss},
@@ -476,14 +484,15 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
                             {"eval_hop_acc", e.hop_acc},
                             {"eval_hop_queries", e.hop_queries}};
         if (config_.task.name == "lm") j["eval_ppl"] = std::exp(e.loss), j["eval_bpb"] = e.bits_per_byte;
+        if (stop_apart) j["valid_acc"] = stop_metric(stop_eval);
         metrics.append_line(j.dump());
       }
       // Early stop: every rank evaluates the same batches on the same weights, so all decide alike.
-      if (config_.stop_at > 0 && stop_metric(e) >= config_.stop_at) {
+      if (config_.stop_at > 0 && stop_metric(stop_eval) >= config_.stop_at) {
         result.stopped_early = true;
         if (progress)
-          std::cerr << fmt::format("{}step {}: held-out accuracy {:.2f}% >= stop_at {:.2f}%: stopping\n", label, step_,
-                                   100 * stop_metric(e), 100 * config_.stop_at);
+          std::cerr << fmt::format("{}step {}: {} accuracy {:.2f}% >= stop_at {:.2f}%: stopping\n", label, step_,
+                                   eval_split_name(stop_split()), 100 * stop_metric(stop_eval), 100 * config_.stop_at);
         if (metrics.is_open())
           metrics.append_line(
               nlohmann::json({{"step", step_}, {"stopped_early", true}, {"stop_at", config_.stop_at}}).dump());

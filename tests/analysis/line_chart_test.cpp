@@ -55,7 +55,8 @@ TEST(LineChart, LogAxesWithSixteenSeries) {
   c.title = "log-log";
   c.log_x = c.log_y = true;
   for (int k = 0; k < 16; ++k) {  // every palette colour, each a power law over context 1Ki..64Ki
-    LineSeries s{"mixer " + std::to_string(k), {}, {}};
+    LineSeries s;
+    s.label = "mixer " + std::to_string(k);
     for (double ctx = 1024; ctx <= 65536; ctx *= 4) {
       s.x.push_back(ctx);
       s.y.push_back(8192.0 * std::pow(ctx / 1024, k / 8.0));

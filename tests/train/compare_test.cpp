@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "mixlab/core/error.h"
 #include "mixlab/train/compare_report.h"
@@ -79,6 +80,80 @@ TEST(TrainCompare, SeedsReportMeanAndRange) {
     EXPECT_NE(std::string(e.what()).find("--seeds must be >= 1"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(dir);
+}
+
+// --lr A,B: every run at each rate; the cells report the rate with the best mean validation
+// accuracy over seeds, on the test split; the table, CSV and JSON name the rate, every rate tried
+// is in the JSON with its validation and test figures.
+TEST(TrainCompare, LearningRateSweepChoosesOnValidationAndReportsTest) {
+  const auto dir = std::filesystem::temp_directory_path() / "mixlab_compare_lr_test";
+  std::filesystem::remove_all(dir);
+  CompareOptions o = tiny_options(2, dir.string());
+  o.tasks = {"copy"};
+  o.mixers = {"attention"};
+  o.overrides["steps"] = 40;
+  o.overrides["log_every"] = 10;
+  o.overrides["eval_every"] = 10;
+  o.lrs = {1e-9, 1e-2};  // one rate learns nothing in 40 steps, the other learns something
+  const CompareReport rep = compare_run(o);
+  ASSERT_TRUE(rep.rows.at(0).ran) << rep.rows.at(0).note;
+  const CompareRow& row = rep.rows[0];
+  ASSERT_EQ(row.lr_trials.at("copy").size(), 2u);
+  const LrTrial* best = nullptr;
+  for (const auto& t : row.lr_trials.at("copy"))
+    if (!best || t.valid_token_acc > best->valid_token_acc) best = &t;
+  EXPECT_EQ(row.lr.at("copy"), best->lr);
+  EXPECT_EQ(row.lr.at("copy"), 1e-2) << "the rate that trains must win on validation";
+  EXPECT_EQ(row.token_acc.at("copy"), best->test_token_acc) << "the cell is the chosen rate's test accuracy";
+  EXPECT_NE(best->valid_token_acc, best->test_token_acc) << "validation and test are different rows";
+  // Curves of the reported run: an evaluation every 10 steps and at the end, the loss at every log line.
+  ASSERT_EQ(row.eval_curves.at("copy").size(), 1u);
+  EXPECT_EQ(row.eval_curves.at("copy")[0].step, (std::vector<int64_t>{10, 20, 30, 40}));
+  EXPECT_EQ(row.loss_curves.at("copy")[0].step.size(), 4u);
+  EXPECT_EQ(row.eval_curves.at("copy")[0].value.back(), row.token_acc.at("copy"));
+  const std::string text = compare_table_text(rep);
+  EXPECT_NE(text.find("copy lr"), std::string::npos) << text;
+  EXPECT_NE(text.find("chosen per mixer and task from 1e-09, 0.01"), std::string::npos) << text;
+  EXPECT_NE(text.find("curves_copy.png"), std::string::npos) << text;
+  compare_write(rep, dir.string());
+  EXPECT_TRUE(std::filesystem::exists(dir / "runs" / "attention_copy_lr1e-09.jsonl"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "runs" / "attention_copy_lr0.01.jsonl"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "curves_copy.png"));
+  std::ifstream json_in(dir / "compare.json");
+  const auto doc = nlohmann::json::parse(json_in);
+  EXPECT_EQ(doc["lrs"], nlohmann::json({1e-9, 1e-2}));
+  EXPECT_EQ(doc["rows"][0]["lr"]["copy"], 1e-2);
+  EXPECT_EQ(doc["rows"][0]["lr_sweep"]["copy"].size(), 2u);
+  std::ifstream csv_in(dir / "compare.csv");
+  std::string header;
+  std::getline(csv_in, header);
+  EXPECT_NE(header.find(",copy_lr"), std::string::npos) << header;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainCompare, LearningRateSweepRefusesBadInput) {
+  CompareOptions o = tiny_options(1, (std::filesystem::temp_directory_path() / "mixlab_compare_lr_bad").string());
+  auto expect_error = [&](const CompareOptions& opt, const std::string& part) {
+    try {
+      compare_run(opt);
+      ADD_FAILURE() << "expected an error containing: " << part;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  o.lrs = {1e-3, -1.0};
+  expect_error(o, "--lr expects learning rates > 0, got -1");
+  o.lrs = {1e-3, 3e-3};
+  o.tasks = {"file"};
+  expect_error(o, "task file has one held-out set");
+}
+
+// The sparkline: one block per value, spanning lo..hi, at most `width` blocks.
+TEST(TrainCompare, SparklineSpansItsRange) {
+  EXPECT_EQ(sparkline({0.0, 0.5, 1.0}, 0, 1), "▁▅█");
+  EXPECT_EQ(sparkline({}, 0, 1), "");
+  EXPECT_EQ(sparkline({2.0, -1.0}, 0, 1), "█▁") << "values outside [lo, hi] are clamped";
+  EXPECT_EQ(sparkline(std::vector<double>(100, 1.0), 0, 1, 10), "██████████") << "100 values in 10 buckets";
 }
 
 }  // namespace

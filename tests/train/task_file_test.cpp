@@ -163,6 +163,10 @@ TEST(TaskFile, EvaluationCoversTheHeldOutRowsOnce) {
   }
   EXPECT_EQ(ids, (std::vector<int64_t>{63, 64, 65, 66, 67, 68, 69}));
   expect_error([&] { task_eval_batch(s, 3, 3, 0); }, {"eval batch index must be in [0, 3)", "7 held-out rows"});
+  // One held-out set: it is the test split, and there is no validation split to choose on.
+  EXPECT_EQ(task_report_split(s), EvalSplit::kTest);
+  expect_error([&] { task_eval_batch(s, 3, 0, 0, EvalSplit::kValid); },
+               {"task file has one held-out set", "no separate validation split"});
   // Other tasks keep eval_batches.
   TaskSpec copy;
   EXPECT_EQ(task_eval_batch_count(copy, 3, 99), 99);

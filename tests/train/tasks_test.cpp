@@ -176,6 +176,27 @@ TEST(TrainTasks, CurriculumAndDeterminism) {
   EXPECT_FALSE(torch::equal(e.tokens, task_eval_batch(s, 2, 1, 5).tokens));
 }
 
+// Two held-out splits: the test split is the stream every run has always reported (the one-split
+// call reads it), the validation split other rows of the same distribution (compare --lr, stop_at).
+TEST(TrainTasks, ValidationAndTestSplitsDiffer) {
+  const TaskSpec s = recall_spec(64, 64, 16);
+  EXPECT_EQ(task_report_split(s), EvalSplit::kTest);
+  const Batch test = task_eval_batch(s, 4, 0, 5, EvalSplit::kTest);
+  EXPECT_TRUE(torch::equal(test.tokens, task_eval_batch(s, 4, 0, 5).tokens));
+  const Batch valid = task_eval_batch(s, 4, 0, 5, EvalSplit::kValid);
+  EXPECT_EQ(valid.length, test.length);
+  EXPECT_EQ(valid.pairs, test.pairs);
+  EXPECT_FALSE(torch::equal(valid.tokens, test.tokens));
+  EXPECT_TRUE(torch::equal(valid.tokens, task_eval_batch(s, 4, 0, 5, EvalSplit::kValid).tokens));
+  for (int64_t i = 0; i < 3; ++i)  // no training batch is a validation batch
+    EXPECT_FALSE(torch::equal(valid.tokens, task_train_batch(s, 4, i, 10, 5).tokens));
+  TaskSpec lm;
+  lm.name = "lm";
+  EXPECT_EQ(task_report_split(lm), EvalSplit::kValid);
+  EXPECT_STREQ(eval_split_name(EvalSplit::kValid), "valid");
+  EXPECT_STREQ(eval_split_name(EvalSplit::kTest), "test");
+}
+
 // curriculum_phases = P: P equal phases at length and pairs / 2^(P-1-p). P = 2 trains the first
 // half at S/2 (so a T-PSM of chunk S/4 already meets its state) and the second at S.
 TEST(TrainTasks, CurriculumPhasesSetTheSchedule) {

@@ -155,8 +155,9 @@ TEST(TrainTrainer, ResumeIsBitExact) {
   std::remove(ckpt.c_str());
 }
 
-// stop_at ends a run at the first eval_every evaluation whose held-out answer accuracy reaches
-// it, with the weights of an uninterrupted run at that step; a bar never reached changes nothing.
+// stop_at ends a run at the first eval_every evaluation whose validation answer accuracy (the
+// split apart from the reported one) reaches it, with the weights of an uninterrupted run at that
+// step; a bar never reached changes nothing.
 TEST(TrainTrainer, StopAtEndsTheRunAtTheFirstEvaluationReachingIt) {
   TrainConfig c = tiny_config();
   c.task.vocab = 8;   // 4 content tokens
@@ -173,7 +174,8 @@ TEST(TrainTrainer, StopAtEndsTheRunAtTheFirstEvaluationReachingIt) {
     TrainOptions o = quiet();
     o.until = until;
     probe.run(o);
-    acc.push_back(probe.stop_metric(probe.evaluate()));
+    EXPECT_EQ(probe.stop_split(), EvalSplit::kValid);
+    acc.push_back(probe.stop_metric(probe.evaluate(EvalSplit::kValid)));
   }
   ASSERT_GT(acc[1], 0.0) << "seed 3: the step-10 accuracy is the bar the test stops at";
   const int64_t expected = acc[0] >= acc[1] ? 5 : 10;  // the first evaluation reaching it

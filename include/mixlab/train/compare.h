@@ -58,6 +58,7 @@
 
 #include "mixlab/train/config.h"
 #include "mixlab/train/length_sweep.h"
+#include "mixlab/train/run_metrics.h"
 
 namespace mixlab {
 
@@ -95,6 +96,20 @@ struct CompareOptions {
   // the longest sweep length (beyond the training length: length generalisation).
   std::map<std::string, std::vector<int64_t>> sweep_lengths;
   int64_t sweep_rows = 256;
+  // Learning-rate sweep (`--lr 1e-3,3e-3`): every (mixer, task, seed) trains at each rate; per
+  // (mixer, task) the rate with the best mean over seeds on the validation split wins (token
+  // accuracy, ties by loss; lm: the lowest loss), and the cells report that rate's runs on the
+  // test split (tasks.h, EvalSplit: for lm the test stream, no longer the valid one). Empty: the
+  // preset's rate (which may name one per mixer, compare_preset_lr). Each rate > 0.
+  std::vector<double> lrs;
+};
+
+/// One rate's runs of a (mixer, task) in a learning-rate sweep: the validation figure the choice
+/// read (mean over seeds) and the test accuracy or loss beside it.
+struct LrTrial {
+  double lr = 0;
+  double valid_token_acc = 0, valid_loss = 0;  // means over seeds
+  double test_token_acc = 0, test_loss = 0;
 };
 
 struct CompareRow {
@@ -122,6 +137,13 @@ struct CompareRow {
   std::map<std::string, std::vector<double>> hop_acc;
   // Length sweeps: per task, one vector per seed (seed order) of the errors at the sweep lengths.
   std::map<std::string, std::vector<std::vector<LengthError>>> sweep;
+  // The learning rate of the runs each task's cells report (the sweep's choice, else the config's),
+  // and with a sweep every rate tried (CompareOptions::lrs).
+  std::map<std::string, double> lr;
+  std::map<std::string, std::vector<LrTrial>> lr_trials;
+  // Curves of the reported runs, one per seed (seed order), from their metrics: the held-out
+  // figure at each evaluation (token accuracy; lm: perplexity) and the training loss.
+  std::map<std::string, std::vector<MetricCurve>> eval_curves, loss_curves;
   double train_tokens_per_s = 0;
   double decode_us_per_token = 0;
   int64_t parameters = 0;
@@ -141,6 +163,7 @@ struct CompareReport {
   int64_t jobs = 1;                               // concurrent runs used
   int64_t seeds = 1;                              // runs per (mixer, task)
   std::map<std::string, int64_t> trained_length;  // per task, the task length the runs trained on
+  std::vector<double> lrs;                        // the sweep's rates (empty: no sweep)
 };
 
 /// Mean, min and max of one cell over seeds (all 0 for no value).

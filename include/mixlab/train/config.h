@@ -39,8 +39,10 @@
 //   grad_clip 1.0, seed 0
 //   schedule "cosine"    after the warmup: cosine | wsd (warmup-stable-decay) | constant
 //   decay_frac 0.2       wsd: fraction of the steps, at the end, over which lr decays to 0
-//   stop_at 0            early stop: at an eval_every evaluation whose held-out accuracy (answer
+//   stop_at 0            early stop: at an eval_every evaluation whose validation accuracy (answer
 //                        accuracy; lm: token accuracy) is >= stop_at, in (0, 1], the run ends
+//                        (the validation split, not the reported one: tasks.h EvalSplit; lm
+//                        reports valid anyway, task file has one held-out set and decides on it)
 //                        there (checkpoint and final evaluation as at the last step;
 //                        result.json "stopped_early"); needs eval_every > 0. 0 = off
 //   eval_batches 4 (file: every held-out row instead), eval_batch 0 (0 = batch), eval_every 0 (0 = only at the end),

@@ -139,9 +139,26 @@ Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, in
 /// Training batch of step `step` (0-based) out of `total_steps`, curriculum applied.
 Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, int64_t total_steps, uint64_t seed);
 
-/// Held-out batch number `index` at the full length and pair count (a seed stream disjoint from
-/// training batches).
+/// The two held-out sets of a task. A run reports one (task_report_split); `compare --lr` chooses
+/// the learning rate on kValid and reports kTest, so the figure shown is not the one the choice
+/// was made on (mixlab/train/compare.h), and `stop_at` decides on kValid (trainer.h).
+///   generated tasks (copy, recall, multihop, s5, textcopy):
+///     kTest   seed stream 3 (textcopy: spans of the held-out validation documents); what runs report
+///     kValid  seed stream 4, disjoint draws of the same held-out distribution
+///   lm:   kValid the valid stream (what runs report), kTest the test stream (Brown's 80/10/10;
+///         corpus=: the same split; tokens=: test.bin, an error naming it when absent)
+///   file: one held-out set (eval_data, else the last rows): kTest; kValid is an error naming it.
+enum class EvalSplit { kValid, kTest };
+const char* eval_split_name(EvalSplit split);  // "valid" | "test"
+
+/// The split a run evaluates and reports: kValid for lm, kTest for every other task.
+EvalSplit task_report_split(const TaskSpec& spec);
+
+/// Held-out batch number `index` at the full length and pair count of `split` (a seed stream
+/// disjoint from training batches and from the other split); the first form reads
+/// task_report_split(spec).
 Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, uint64_t seed);
+Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, uint64_t seed, EvalSplit split);
 
 /// Held-out batches one evaluation reads: `eval_batches`, except for task file, whose evaluation
 /// covers its held-out rows once: ceil(E / batch_size) batches, the last one shorter.

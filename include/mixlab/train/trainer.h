@@ -139,8 +139,14 @@ class Trainer {
   /// One optimisation step on the batch of the current step; returns its score (with data
   /// parallel: the loss and counts of the whole global batch).
   BatchScore train_step();
-  /// Held-out evaluation over config.eval_batches batches of config.eval_batch rows.
+  /// Held-out evaluation over config.eval_batches batches of config.eval_batch rows, of the split
+  /// the run reports (task_report_split: lm's valid stream, every other task's test split).
   EvalResult evaluate();
+  /// The same on `split` (tasks.h, EvalSplit; task file has only kTest).
+  EvalResult evaluate(EvalSplit split);
+  /// The split stop_at decides on: kValid, apart from the reported split (for lm the same; task
+  /// file has one held-out set, kTest).
+  EvalSplit stop_split() const;
   /// The held-out accuracy config.stop_at is compared with: answer accuracy, token accuracy for lm.
   double stop_metric(const EvalResult& e) const;
 
