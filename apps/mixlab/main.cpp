@@ -37,6 +37,23 @@ int fail(const std::string& message, int code) {
   return code;
 }
 
+// An empty value (`--steps ""`) is refused for every option that takes a value, in every
+// subcommand, instead of silently keeping the option's default (docs/RELIABILITY.md). The one
+// exception is text whose empty value is meaningful: generate's --prompt "" starts from nothing.
+void refuse_empty_values(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_size() == 0) continue;  // a flag takes no value
+    if (option->get_name() == "--prompt") continue;
+    option->check(CLI::Validator(
+        [](std::string& value) {
+          return value.empty() ? std::string("empty value (give a value, or leave the option out for its default)")
+                               : std::string();
+        },
+        "", "NONEMPTY"));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_empty_values(*sub);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,6 +83,7 @@ int main(int argc, char** argv) {
   mixlab::cli::cmd_compare_register(app);
   mixlab::cli::cmd_generate_register(app);
   mixlab::cli::cmd_plot_register(app);
+  refuse_empty_values(app);
 
   try {
     // CLI11 reports an unknown command as "A subcommand is required", which does not name it.

@@ -74,6 +74,20 @@ void atomic_write_file(const std::string& path, std::string_view bytes) {
 std::string file_read(const std::string& path, int64_t max_bytes, const std::string& what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   MIXLAB_CHECK_IO(fd >= 0, "{} {}: cannot open the file: {}", what, path, errno_text(errno));
+  // A regular file is checked against the limit before any byte is read; a pipe (`<(...)`) is
+  // read up to it; anything else (/dev/zero, a directory, a socket) would never end or is not a
+  // file at all, and is refused.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) {
+    ::close(fd);
+    MIXLAB_FAIL("{} {}: not a regular file (expected a file written by mixlab or the tool named in its docs)", what,
+                path);
+  }
+  if (S_ISREG(st.st_mode) && static_cast<int64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    MIXLAB_FAIL("{} {}: larger than the limit of {} bytes ({} bytes)", what, path, max_bytes,
+                static_cast<int64_t>(st.st_size));
+  }
   std::string out;
   char buf[65536];
   for (;;) {

@@ -80,7 +80,7 @@ const FamilyRow kFamilies[] = {
      }},
     {MixerFamily::kLinearAttn,
      {"linear_attn", "linear_attn[:chunk]",
-      "linear attention, elu+1 features, normalised (seed 004 Table 1); chunked training; O(1) per token"},
+      "linear attention, elu+1 features, normalised (seed 004 Table 1); O(1) per token"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return affine_mixer_create("linear_attn", spec, args, dims);
      }},
@@ -112,13 +112,13 @@ const FamilyRow kFamilies[] = {
        return affine_mixer_create("gated_rfa", spec, args, dims);
      }},
     {MixerFamily::kDeltaNet,
-     {"deltanet", "deltanet[:chunk]", "DeltaNet delta rule, chunked WY/UT form (seed 004 Table 1); O(1) per token"},
+     {"deltanet", "deltanet[:chunk]", "DeltaNet delta rule (seed 004 Table 1); O(1) per token"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return affine_mixer_create("deltanet", spec, args, dims);
      }},
     {MixerFamily::kGatedDeltaNet,
      {"gated_deltanet", "gated_deltanet[:chunk]",
-      "gated DeltaNet, chunked WY/UT form (seed 004 Table 1); O(1) per token"},
+      "gated DeltaNet: decayed delta rule (seed 004 Table 1); O(1) per token"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return affine_mixer_create("gated_deltanet", spec, args, dims);
      }},

@@ -3,6 +3,7 @@
 #include "mixlab/train/compare_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "mixlab/analysis/chart.h"
@@ -136,6 +137,31 @@ bool show_lr(const CompareReport& rep, const std::string& task) {
   return false;
 }
 
+// Whether the table shows a task's steps: when the rows planned different budgets or some run
+// stopped early (stop_at).
+bool show_steps(const CompareReport& rep, const std::string& task) {
+  int64_t first = -1;
+  for (const auto& r : rep.rows) {
+    if (!r.ran || !r.steps_planned.count(task)) continue;
+    if (first < 0) first = r.steps_planned.at(task);
+    if (r.steps_planned.at(task) != first) return true;
+    for (int64_t s : r.steps_trained.at(task))
+      if (s != first) return true;
+  }
+  return false;
+}
+
+// "5000", or "2250/5000" when the runs stopped early (the mean over seeds of the steps trained).
+std::string steps_cell(const CompareRow& r, const std::string& task) {
+  if (!r.steps_planned.count(task)) return "—";
+  const int64_t planned = r.steps_planned.at(task);
+  double trained = 0;
+  for (int64_t s : r.steps_trained.at(task)) trained += static_cast<double>(s);
+  trained /= static_cast<double>(std::max<size_t>(1, r.steps_trained.at(task).size()));
+  if (std::llround(trained) == planned) return std::to_string(planned);
+  return fmt::format("{}/{}", std::llround(trained), planned);
+}
+
 // Mean over seeds at every step some seed evaluated (a seed that stopped early drops out after
 // its last step), and the seeds' range as a band when there are several.
 LineSeries seed_band(const std::string& label, const std::vector<MetricCurve>& seeds, double scale) {
@@ -203,6 +229,7 @@ std::string compare_table_text(const CompareReport& rep) {
       head.push_back(t + " %");
     }
     if (show_lr(rep, t)) head.push_back(t + " lr");
+    if (show_steps(rep, t)) head.push_back(t + " steps");
   }
   if (chains) head.push_back("chains %");
   head.insert(head.end(), {"train tok/s", "decode µs/tok"});
@@ -229,6 +256,7 @@ std::string compare_table_text(const CompareReport& rep) {
         c.push_back(seed_cell(r.token_acc_seeds.at(t)));
       }
       if (show_lr(rep, t)) c.push_back(r.lr.count(t) ? fmt::format("{:g}", r.lr.at(t)) : "—");
+      if (show_steps(rep, t)) c.push_back(steps_cell(r, t));
     }
     if (chains) c.push_back(r.chain_acc_seeds.count("multihop") ? seed_cell(r.chain_acc_seeds.at("multihop")) : "—");
     c.push_back(format_rate(r.train_tokens_per_s));
@@ -282,6 +310,10 @@ std::string compare_table_text(const CompareReport& rep) {
         fmt::join(rep.lrs, ", "), lm ? " (lm: the test stream, not the valid one)" : "");
   else if (std::any_of(rep.tasks.begin(), rep.tasks.end(), [&](const std::string& t) { return show_lr(rep, t); }))
     out += fmt::format("lr = the preset's learning rate for this mixer and task (compare_presets.cpp says why).\n");
+  if (std::any_of(rep.tasks.begin(), rep.tasks.end(), [&](const std::string& t) { return show_steps(rep, t); }))
+    out +=
+        "steps = steps trained / planned (mean over seeds): a run ends early when its validation accuracy reaches\n"
+        "stop_at; a preset may plan fewer steps for a mixer whose result is settled (compare_presets.cpp says why).\n";
   out += sweep_table_text(rep);
   out += sparkline_text(rep);
   return out;
@@ -439,6 +471,8 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"hop_acc", r.hop_acc},
               {"sweep", sweep_json(r)},
               {"lr", r.lr},
+              {"steps_planned", r.steps_planned},
+              {"steps_trained", r.steps_trained},
               {"lr_sweep", lr_trials_json(r)},
               {"train_tokens_per_s", r.train_tokens_per_s},
               {"decode_us_per_token", r.decode_us_per_token},

@@ -148,7 +148,7 @@ TEST(ReliabilityCli, ResourceBounds) {
   }
   expect_error(run(kTiny + "--steps 1 --set d_model=2199023255552 --out " + dir + "/o"), kExitUser, "'d_model'",
                "d_model above 2^40");
-  expect_error(run("train --config /dev/zero --out " + dir + "/o"), kExitUser, "larger than the limit", "/dev/zero");
+  expect_error(run("train --config /dev/zero --out " + dir + "/o"), kExitUser, "not a regular file", "/dev/zero");
   expect_error(run(kTiny + "--steps 1 --max-memory 1K --out " + dir + "/o"), kExitUser, "--max-memory", "1K");
   EXPECT_FALSE(fs::exists(dir + "/o"));
 }
@@ -182,6 +182,24 @@ TEST(ReliabilityCli, NumbersAreStrict) {
   EXPECT_NE(slurp(dir + "/s/config.json").find("18446744073709551615"), std::string::npos);
   expect_error(run("eval --batches 99999999999999999999 --checkpoint " + dir + "/s/checkpoint.pt"), kExitUser,
                "--batches", "eval --batches");
+}
+
+// Issue 37 item 1: an empty option value is an error naming the option (it used to keep the
+// default silently); a file that is not a regular file is refused before it is read (a checkpoint
+// "from" /dev/zero used to grow memory without end); an overflowing number names its key.
+TEST(ReliabilityCli, EmptyValuesDevicesAndOverflowAreErrors) {
+  const std::string dir = temp_dir("empty");
+  expect_error(run(kTiny + "--steps \"\" --out " + dir + "/o"), kExitUser, "--steps", "train --steps ''");
+  expect_error(run(kTiny + "--steps \"\" --out " + dir + "/o"), kExitUser, "empty value", "train --steps ''");
+  expect_error(run_env("", "--threads \"\" mixers", false), kExitUser, "--threads", "--threads ''");
+  expect_error(run("compare --tasks \"\" --mixers attention"), kExitUser, "--tasks", "compare --tasks ''");
+  expect_error(run("analyze --pattern \"\" --T 16"), kExitUser, "--pattern", "analyze --pattern ''");
+  expect_error(run("eval --checkpoint /dev/zero"), kExitUser, "not a regular file", "eval /dev/zero");
+  expect_error(run("generate --checkpoint /dev/zero --prompt a"), kExitUser, "not a regular file",
+               "generate /dev/zero");
+  expect_error(run(kTiny + "--steps 1 --set lr=1e300 --out " + dir + "/o"), kExitUser, "key 'lr' must be in (0, 10]",
+               "lr 1e300");
+  EXPECT_FALSE(fs::exists(dir + "/o"));
 }
 
 // Item 9: thread counts are bounded (4 x cores) and checked, from the flag and the environment.

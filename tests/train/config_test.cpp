@@ -130,7 +130,11 @@ TEST(TrainConfig, ErrorsNameTheKey) {
   expect_error_contains([] { parse(R"({"d_modle": 64})"); }, {"test.json", "unknown key 'd_modle'"});
   expect_error_contains([] { parse(R"({"steps": "many"})"); }, {"key 'steps' must be an integer", "\"many\""});
   expect_error_contains([] { parse(R"({"steps": 0})"); }, "key 'steps' must be >= 1, got 0");
-  expect_error_contains([] { parse(R"({"lr": -1})"); }, "key 'lr' must be > 0");
+  expect_error_contains([] { parse(R"({"lr": -1})"); }, "key 'lr' must be in (0, 10], got -1");
+  // Overflow is named at its key, not deep in the optimiser's float arithmetic.
+  expect_error_contains([] { parse(R"({"lr": 1e300})"); }, "key 'lr' must be in (0, 10], got 1e+300");
+  expect_error_contains([] { parse(R"({"weight_decay": 1e300})"); }, "key 'weight_decay' must be in [0, 10]");
+  expect_error_contains([] { parse(R"({"grad_clip": 1e300})"); }, "key 'grad_clip' must be in (0, 1e30]");
   expect_error_contains([] { parse(R"({"heads": 3})"); }, "key 'heads' must divide d_model (64), got 3");
   expect_error_contains([] { parse(R"({"task": "sort"})"); }, "key 'task' must be one of copy, recall, multihop");
   expect_error_contains([] { parse(R"({"curriculum": 1})"); }, "key 'curriculum' must be true or false");
@@ -212,6 +216,38 @@ TEST(TrainConfig, ComparePresets) {
   EXPECT_EQ(compare_default_mixers().size(), 9u);
 }
 
+// The main job's recall: a rate and a step budget per mixer, written in the preset and shown in
+// the table; an explicit lr or steps applies to every mixer; table1 keeps its own schedule.
+TEST(TrainConfig, ComparePresetPerMixerSettings) {
+  const TrainConfig att = compare_config("default", "recall", "attention", json::object());
+  EXPECT_DOUBLE_EQ(att.lr, 1e-3);
+  EXPECT_EQ(att.steps, 5000);
+  EXPECT_EQ(att.schedule, "wsd");
+  EXPECT_DOUBLE_EQ(att.stop_at, 0.95);
+  EXPECT_EQ(att.eval_every, 250);
+  EXPECT_DOUBLE_EQ(compare_config("default", "recall", "resolvent:dense", json::object()).lr, 2e-3);
+  EXPECT_EQ(compare_config("default", "recall", "local:8", json::object()).steps, 600);
+  EXPECT_EQ(compare_config("default", "recall", "ssm", json::object()).steps, 600);
+  EXPECT_EQ(compare_config("default", "recall", "resolvent:pow2", json::object()).steps, 5000);
+  EXPECT_DOUBLE_EQ(compare_config("default", "recall", "attention", {{"lr", 3e-3}}).lr, 3e-3);
+  EXPECT_EQ(compare_config("default", "recall", "local:8", {{"steps", 100}}).steps, 100);
+  // copy and multihop are as before.
+  const TrainConfig copy = compare_config("default", "copy", "attention", json::object());
+  EXPECT_DOUBLE_EQ(copy.lr, 3e-3);
+  EXPECT_EQ(copy.schedule, "cosine");
+  EXPECT_DOUBLE_EQ(copy.stop_at, 0.0);
+  EXPECT_EQ(compare_config("default", "multihop", "local:8", json::object()).steps, 600);
+  const TrainConfig t1 = compare_config("table1", "recall", "attention", json::object());
+  EXPECT_EQ(t1.steps, 8000);
+  EXPECT_EQ(t1.schedule, "cosine");
+  EXPECT_DOUBLE_EQ(t1.stop_at, 0.0);
+  EXPECT_EQ(t1.eval_every, 2000);
+  EXPECT_EQ(compare_config("table1", "recall", "local:8", json::object()).steps, 8000);
+  EXPECT_EQ(compare_preset_tasks("default"), (std::vector<std::string>{"copy", "recall"}));
+  EXPECT_EQ(compare_preset_tasks("table1"), (std::vector<std::string>{"copy", "recall", "multihop"}));
+  EXPECT_EQ(compare_preset_tasks("psm"), (std::vector<std::string>{"s5", "recall"}));
+}
+
 }  // namespace
 }  // namespace mixlab
 
@@ -274,7 +310,15 @@ TEST(TrainConfig, MemoryEstimateRefusesAbsurdConfigs) {
 }
 
 TEST(TrainConfig, FileSizeIsBounded) {
-  expect_error_contains([] { config_load("/dev/zero"); }, "larger than the limit");
+  expect_error_contains([] { config_load("/dev/zero"); }, "not a regular file");
+  // A regular file over the limit is refused by its size, before it is read.
+  const std::string big = ::testing::TempDir() + "/mixlab_big_config.json";
+  {
+    std::ofstream out(big);
+    out << std::string(static_cast<size_t>(kConfigMaxBytes) + 1, ' ');
+  }
+  expect_error_contains([&] { config_load(big); }, "larger than the limit");
+  std::remove(big.c_str());
 }
 
 // Fuzz: random and mutated JSON never crashes config_from_json; every rejection is a

@@ -10,8 +10,9 @@
 // AppendFile: a line-oriented append-only file (metrics.jsonl); each line is written whole and
 // fdatasync'ed before append_line returns, so a line the caller saw succeed is on disk.
 //
-// file_read: reads a whole file but at most `max_bytes` (a config from /dev/zero must not
-// exhaust memory).
+// file_read: reads a whole file but at most `max_bytes`; only a regular file (its size checked
+// against the limit before reading) or a pipe (read up to the limit) — a checkpoint "from"
+// /dev/zero is refused at once instead of growing memory without end.
 // Not supported: Windows; network filesystems that ignore fsync.
 #pragma once
 
@@ -25,7 +26,8 @@ namespace mixlab {
 void atomic_write_file(const std::string& path, std::string_view bytes);
 
 /// Reads `path` whole. Throws mixlab::IoError if it cannot be opened or read, mixlab::Error if it
-/// is larger than `max_bytes`. `what` names the file's role in messages (e.g. "config").
+/// is not a regular file or a pipe, or is larger than `max_bytes`. `what` names the file's role in messages (e.g.
+/// "config").
 std::string file_read(const std::string& path, int64_t max_bytes, const std::string& what);
 
 /// Line-oriented, append-only, fdatasync'ed file.

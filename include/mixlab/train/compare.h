@@ -64,6 +64,9 @@ namespace mixlab {
 
 /// The nine mixers of seed 000 Table 1, in its row order (`--mixers all`).
 std::vector<std::string> compare_default_mixers();
+/// The tasks a preset runs when none are given: default copy and recall (multihop needs table1's
+/// budget), psm s5 and recall, the others copy, recall and multihop.
+std::vector<std::string> compare_preset_tasks(const std::string& preset);
 /// Preset names: "default", "table1", "paper", "psm".
 const std::vector<std::string>& compare_presets();
 /// The length sweeps a preset runs by default for these tasks (psm: s5 and recall; others none).
@@ -141,6 +144,10 @@ struct CompareRow {
   // and with a sweep every rate tried (CompareOptions::lrs).
   std::map<std::string, double> lr;
   std::map<std::string, std::vector<LrTrial>> lr_trials;
+  // Steps of the reported runs per task: planned (the config's) and trained, one per seed (fewer
+  // when stop_at ended a run early).
+  std::map<std::string, int64_t> steps_planned;
+  std::map<std::string, std::vector<int64_t>> steps_trained;
   // Curves of the reported runs, one per seed (seed order), from their metrics: the held-out
   // figure at each evaluation (token accuracy; lm: perplexity) and the training loss.
   std::map<std::string, std::vector<MetricCurve>> eval_curves, loss_curves;
