@@ -140,6 +140,15 @@ TEST(TrainCli, CompareErrors) {
   expect_failure("compare --tasks recall --sweep recall=10,64", "length 10 is below task recall's minimum 19");
   expect_failure("compare --tasks lm --sweep lm=64", "task lm has no length sweep");
   expect_failure("compare --preset psm --tasks copy", "preset psm has the tasks s5 and recall");
+  // Learning-rate sweeps: every rate a number > 0, listed once, given once.
+  expect_failure("compare --tasks copy --lr 1e-3,,3e-3", "--lr has an empty entry");
+  expect_failure("compare --tasks copy --lr 1e-3,-1", "--lr expects learning rates > 0");
+  expect_failure("compare --tasks copy --lr 1e-3,fast", "got 'fast'");
+  expect_failure("compare --tasks copy --lr 1e-3,0.001", "lists 0.001 twice");
+  expect_failure("compare --tasks copy --lr 1e-3,3e-3 --set lr=1e-3,2e-3", "give the learning rates once");
+  expect_failure("compare --tasks copy --set lr=1e-3,0", "--set lr expects learning rates > 0");
+  expect_failure("compare --tasks copy --lr \"\"", "empty value");
+  expect_failure("compare --tasks copy --set lr=100", "key 'lr' must be in (0, 10]");
 }
 
 // Every spec is checked before any training: a typo in the last mixer fails at once, an unknown

@@ -13,11 +13,13 @@
 //
 // Presets (identical for every mixer and task; `set` overrides any config key for all runs;
 // task file takes length and vocab from its `data` file, which the other tasks ignore):
-//   default  d_model 64, 2 layers, 4 heads, mlp 4, vocab 32, batch 32, lr 3e-3, no curriculum
-//            (too few steps for four phases); copy L = 16 (T = 33), 2000 steps, warmup 200;
-//            recall/multihop S = 64 with 8 pairs, 600 steps, warmup 60 (on the MQAR plateau:
-//            these two columns do not separate the global mixers). Sized for the nine default
-//            mixers x three tasks in <= 10 min on 2 cores, two runs at a time (docs/log/results-2026-11.md)
+//   default  d_model 64, 2 layers, 4 heads, mlp 4, vocab 32, batch 32, no curriculum (too few
+//            steps for four phases); tasks copy and recall (compare_preset_tasks). copy L = 16
+//            (T = 33), 2000 steps, lr 3e-3, warmup 200. recall S = 64 with 8 pairs: up to 5000
+//            steps, wsd schedule, warmup 100, a validation evaluation every 250 steps ending the
+//            run at 95 % (stop_at); lr 1e-3, resolvent:dense 2e-3; local:8 and ssm 600 steps (settled at
+//            chance: compare_presets.cpp has the evidence). multihop, when named: 600 steps at
+//            lr 3e-3, warmup 60 (on the plateau; table1 passes it)
 //   table1   seed 000 Table 1's copy, recall and multihop results on this CPU (docs/log/results-2026-11.md,
 //            "Seed 000 Table 1 on a CPU"): the default's model and copy; recall 8000 steps and multihop
 //            16000 at lr 1e-3, warmup 300 (attention does not leave the MQAR plateau at 3e-3 with
@@ -32,7 +34,7 @@
 //            recall/multihop S = 256 with 64 pairs (a GPU-scale budget: days on a CPU)
 //
 // Outputs in out_dir: compare.csv, compare.json, compare.png (grouped bars: accuracy per task),
-// and runs/<mixer>_<task>.jsonl (metrics of every run). With length sweeps also
+// curves_<task>.png, and runs/<mixer>_<task>[_seed<S>][_lr<R>].jsonl (metrics of every run). With length sweeps also
 // by_length.csv (mixer, task, seed, length, rows, token_error, answer_error) and
 // by_length_<task>.png (error against length, one line per mixer, mean over seeds).
 //
@@ -48,7 +50,13 @@
 // jobs = 2 give the same table bit for bit. Training tokens/s are measured with `jobs` runs
 // sharing the machine, decode µs/token after all training, one model at a time.
 //
-// Not supported: per-mixer hyperparameter tuning (the point is identical settings).
+// Learning rates: one per preset and task, a rate or step budget per mixer written in the preset
+// (shown in the table, never silent), or a sweep (CompareOptions::lrs) choosing per mixer and task
+// on a validation split apart from the reported test split.
+//
+// Curves: every run's metrics are read back after it; the report draws curves_<task>.png
+// (held-out accuracy or perplexity and training loss against step, one line per mixer, seed range
+// as a band) and prints one sparkline per mixer and task (compare_report.h).
 #pragma once
 
 #include <map>
