@@ -50,6 +50,9 @@ TEST(DesignCli, BadArgumentsFailBeforeAnyWork) {
   expect_failure("design --T 64 --objective speed", "--objective must be one of path, congestion, cost");
   expect_failure("design --T 64 --plot out.svg", "--plot must name a .png file");
   expect_failure("design --T 64 --also bogus", "unknown kind 'bogus'");
+  expect_failure("design --T 64 --check copy,nosuchtask", "--check task 'nosuchtask' does not exist");
+  expect_failure("design --T 64 --steps 10", "--steps applies to --check");
+  expect_failure("design --T 64 --check copy --json", "use it without --json");
 }
 
 TEST(DesignCli, NothingFitsSaysWhichLimitAndTheClosest) {
