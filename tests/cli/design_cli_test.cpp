@@ -106,3 +106,14 @@ TEST(DesignCli, NewPatternKindsWorkInAnalyze) {
   EXPECT_EQ(j["spec"], "band:4+geom:1.5+cache");
   EXPECT_EQ(j["shortest_path"]["method"], "graph");
 }
+
+TEST(DesignCli, CheckTrainsTheTopAndTheNearestNamedPatterns) {
+  const auto out = std::filesystem::temp_directory_path() / "mixlab_design_check_test";
+  std::filesystem::remove_all(out);
+  auto r = run_mixlab("design --T 32 --max-time 4 --top 1 --check copy --steps 3 --check-out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("Check: held-out token accuracy (%) after training"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(named)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("failed"), std::string::npos) << r.output;
+  std::filesystem::remove_all(out);
+}
