@@ -63,7 +63,7 @@ void run_check(const DesignResult& r, const std::vector<std::string>& tasks, int
   if (std::find(chosen.begin(), chosen.end(), &rec) == chosen.end()) chosen.push_back(&rec);
   std::vector<const DesignCandidate*> named;
   for (const auto& c : r.candidates)
-    if (c.named && c.measured && c.recurrent) named.push_back(&c);
+    if (c.named && c.recurrent) named.push_back(&c);  // screened ones too: pow2 above --max-time is a reference
   std::stable_sort(named.begin(), named.end(), [&](const DesignCandidate* a, const DesignCandidate* b) {
     return std::llabs(a->time_max - rec.time_max) < std::llabs(b->time_max - rec.time_max);
   });
@@ -86,8 +86,12 @@ void run_check(const DesignResult& r, const std::vector<std::string>& tasks, int
   for (const auto& t : tasks) head += fmt::format(" {:>8}", t);
   std::cout << head << "\n";
   for (const auto* c : chosen) {
-    std::string line = fmt::format("{:<32} {:>5} {:>6} {:>5}", c->spec + (c->named ? " (named)" : ""), c->time_max,
-                                   c->cache_max, c->path_infinite ? std::string("inf") : std::to_string(c->path_max));
+    const std::string cache = c->measured ? std::to_string(c->cache_max) : std::string("—");
+    const std::string path = !c->measured       ? std::string("—")
+                             : c->path_infinite ? std::string("inf")
+                                                : (c->path_exact ? "" : ">=") + std::to_string(c->path_max);
+    std::string line = fmt::format("{:<32} {:>5} {:>6} {:>5}", c->spec + (c->named ? " (named)" : ""),
+                                   (c->measured ? "" : ">=") + std::to_string(c->time_max), cache, path);
     const auto it = row_of.find("resolvent:" + c->spec);
     for (const auto& t : tasks) {
       std::string cell = "failed";
