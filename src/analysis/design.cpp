@@ -110,7 +110,7 @@ bool meets(const DesignCandidate& c, const Limit& l) {
 std::string metric_text(const DesignCandidate& c, const Limit& l) {
   if (std::string(l.name) == "path") {
     if (c.path_infinite) return "path ∞";
-    return fmt::format("path {}{}", c.path_exact ? "" : ">=", c.path_max);
+    return fmt::format("path {}{}", c.path_exact ? "" : "≥", c.path_max);
   }
   return fmt::format("{} {}", l.name, l.metric(c));
 }
@@ -142,8 +142,12 @@ std::string candidate_summary(const DesignCandidate& c) {
   };
   std::vector<const DesignCandidate*> every;
   for (const auto& c : cands) every.push_back(&c);
-  // (1) One limit alone excludes every candidate.
+  // (1) One limit alone excludes every candidate. Candidates screened out by --max-time were not
+  // measured, so only the time limit can be judged alone when there are any.
+  const bool all_measured =
+      std::all_of(cands.begin(), cands.end(), [](const DesignCandidate& c) { return c.measured; });
   for (const auto& l : limits) {
+    if (!all_measured && std::string(l.name) != "time") continue;
     if (std::any_of(cands.begin(), cands.end(), [&](const DesignCandidate& c) { return meets(c, l); })) continue;
     const auto* c = closest(l, every);
     MIXLAB_FAIL(

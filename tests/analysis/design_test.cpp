@@ -277,7 +277,16 @@ TEST(Design, NothingFitsNamesTheLimitAndTheClosestCandidate) {
   EXPECT_NE(e.find("nothing fits at T = 128"), std::string::npos) << e;
   EXPECT_NE(e.find("closest"), std::string::npos) << e;
   EXPECT_NE(e.find("--max-"), std::string::npos) << e;
-  // One limit alone: nothing reads fewer than 1 position at T = 128 except order:1/band:1 paths.
+  // Candidates screened out by --max-time were not measured: a path limit met by one of them
+  // (dense: path 1) is not reported as excluding everything alone.
+  o = DesignOptions{};
+  o.T = 128;
+  o.max_time = 4;
+  o.max_path = 3;
+  e = error_of(o);
+  EXPECT_NE(e.find("together"), std::string::npos) << e;
+  EXPECT_EQ(e.find("excludes all"), std::string::npos) << e;
+  // Two limits that conflict.
   o = DesignOptions{};
   o.T = 128;
   o.max_cache = 1;
