@@ -28,6 +28,7 @@
 
 #include "bindings.h"
 #include "mixlab/analysis/analyze.h"
+#include "mixlab/analysis/design.h"
 #include "mixlab/attention/causal_attention.h"
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/error.h"
@@ -79,7 +80,8 @@ void bind_pattern(py::module_& m) {
 A sparsity pattern of Y = (I - B)^-1 A X: for each row i (0-based) the past positions P(i) it reads.
 
 Pattern(spec) parses a spec string: causal, band:W, dense, order:K, pow2, square, linear,
-offsets:1,2,3,5, optionally with +cache (cache-efficient variant). A bad spec raises mixlab.Error.
+offsets:1,2,3,5, geom:B, power:P, fib, ruler:L, a union such as band:8+pow2, optionally with +cache
+(cache-efficient variant). A bad spec raises mixlab.Error.
 )doc")
       .def(py::init(&Pattern::parse), py::arg("spec"))
       .def_property_readonly("spec", &Pattern::spec, "The canonical spec string (round-trips through Pattern).")
@@ -150,6 +152,38 @@ offsets:1,2,3,5, optionally with +cache (cache-efficient variant). A bad spec ra
 Measures a pattern exactly at length T: the dict `mixlab analyze --pattern SPEC --T T --json` prints
 (cost, cache, shortest paths, congestion; positions 0-based). exact_congestion=True also solves the
 congestion integer program (GLPK) when T/2 is small, like --exact-congestion.
+)doc");
+
+  m.def(
+      "design",
+      [](int64_t T, std::optional<int64_t> max_time, std::optional<int64_t> max_cache, std::optional<int64_t> max_path,
+         const std::string& objective, const std::vector<std::string>& also) {
+        mixlab::DesignOptions o;
+        o.T = T;
+        // None is "no limit"; a number must be positive (design_search says so, naming the argument).
+        o.max_time = max_time ? *max_time : -1;
+        o.max_cache = max_cache ? *max_cache : -1;
+        o.max_path = max_path ? *max_path : -1;
+        MIXLAB_CHECK(!max_time || *max_time >= 1, "design: max_time must be a positive integer, got {}", *max_time);
+        MIXLAB_CHECK(!max_cache || *max_cache >= 1, "design: max_cache must be a positive integer, got {}", *max_cache);
+        MIXLAB_CHECK(!max_path || *max_path >= 1, "design: max_path must be a positive integer, got {}", *max_path);
+        o.objective = mixlab::design_objective_parse(objective);
+        o.extra_specs = also;
+        std::string text;
+        {
+          py::gil_scoped_release release;
+          text = mixlab::design_json(mixlab::design_search(o))["table"].dump();
+        }
+        return py::module_::import("json").attr("loads")(text);
+      },
+      py::arg("T"), py::arg("max_time") = py::none(), py::arg("max_cache") = py::none(),
+      py::arg("max_path") = py::none(), py::arg("objective") = "path", py::arg("also") = std::vector<std::string>{},
+      R"doc(
+Searches the pattern families for a budget at length T, like `mixlab design --json`, and returns
+its ranked table: a list of dicts (spec, time_max, time_mean, cache_max, cache_mean, path_max,
+path_mean, path_exact, congestion_lower/upper/exact, on_front, train, ...), best first for the
+objective ('path', 'congestion' or 'cost'). Limits left None are not applied. Raises mixlab.Error
+for bad arguments and when nothing fits (the message names the limit and the closest candidate).
 )doc");
 }
 

@@ -55,7 +55,8 @@ void cmd_analyze_register(CLI::App& app) {
       "congestion (seed 000 Table 1, left half). Positions are 0-based.");
   auto* pattern = cmd->add_option("--pattern", args->pattern,
                                   "Pattern spec: causal, band:W, dense, order:K, pow2, square, linear, "
-                                  "offsets:1,2,..., optionally +cache");
+                                  "offsets:1,2,..., geom:B, power:P, fib, ruler:L, a union A+B (e.g. band:8+pow2), "
+                                  "optionally +cache");
   auto* all = cmd->add_flag("--all", args->all,
                             "Table 1 rows for every built-in pattern (causal, band:8, order:1, order:8, dense, pow2, "
                             "pow2+cache, square, square+cache)");

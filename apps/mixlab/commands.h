@@ -23,6 +23,7 @@ struct CommandExit {
 const std::vector<std::string>& command_line_args();
 
 void cmd_analyze_register(CLI::App& app);
+void cmd_design_register(CLI::App& app);
 void cmd_mixers_register(CLI::App& app);
 void cmd_toeplitz_index_register(CLI::App& app);
 void cmd_train_register(CLI::App& app);

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   });
 
   mixlab::cli::cmd_analyze_register(app);
+  mixlab::cli::cmd_design_register(app);
   mixlab::cli::cmd_mixers_register(app);
   mixlab::cli::cmd_toeplitz_index_register(app);
   mixlab::cli::cmd_train_register(app);

@@ -17,7 +17,7 @@ checkpoints:
     print(model.generate("The jury said", max_tokens=64, seed=1))
     model.save("mine.pt")                                           # mixlab eval/generate/train read it
 
-Functions: resolvent, toeplitz, diag_decay_chunked / diag_decay_recurrent, delta_rule_chunked /
+Functions: resolvent, toeplitz, design (a pattern for a budget), diag_decay_chunked / diag_decay_recurrent, delta_rule_chunked /
 delta_rule_recurrent, analyze, mixer, mixer_families, check_mixer_spec, mixer_layer_specs (a
 model's per-layer list, e.g. "ssm*3|attention", as one spec per layer), load. Classes: Pattern,
 Mixer, MixerState, Model, ModelState. Caller errors raise mixlab.Error (a ValueError) with the C++ message.
@@ -39,6 +39,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
     ModelState,
     Pattern,
     analyze,
+    design,
     causal_attention,
     check_mixer_spec,
     cpu_block_cache_stats,
@@ -58,7 +59,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
 __version__ = _mixlab.__version__
 
 __all__ = [
-    "Error", "InternalError", "Mixer", "MixerState", "Model", "ModelState", "Pattern", "load", "analyze", "causal_attention", "check_mixer_spec",
+    "Error", "InternalError", "Mixer", "MixerState", "Model", "ModelState", "Pattern", "load", "analyze", "design", "causal_attention", "check_mixer_spec",
     "delta_rule_chunked", "delta_rule_recurrent", "diag_decay_chunked", "diag_decay_recurrent",
     "fused_affine_isa", "mixer", "mixer_families", "mixer_layer_specs", "resolvent", "selective_scan", "toeplitz", "use_cpu_block_cache",
     "cpu_block_cache_stats",

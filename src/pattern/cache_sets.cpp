@@ -17,10 +17,12 @@ std::vector<int64_t> cache_lattice_steps(const Pattern& p, int64_t max_offset) {
   MIXLAB_CHECK(p.translation_invariant_family(),
                "cache_lattice_steps: pattern '{}' is not a translation-invariant family", p.spec());
   std::vector<int64_t> a;
+  if (max_offset <= 1) return a;
+  // One list instead of pattern_offset per k: O(K) for every kind (geom and unions have no O(1) f(k)).
+  const auto offsets = p.offsets_upto(std::min(max_offset - 1, kPatternMaxT));
   int64_t prev_f = 0;
-  for (int64_t k = 0;; ++k) {
-    int64_t f = pattern_offset(p, k);
-    if (f < 0 || f >= max_offset) break;
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    const int64_t f = offsets[k];
     if (k == 0) {
       a.push_back(1);
     } else {
@@ -35,10 +37,12 @@ std::vector<int64_t> cache_lattice_steps(const Pattern& p, int64_t max_offset) {
 std::vector<int64_t> cache_set_closed_form(const Pattern& p, int64_t i) {
   MIXLAB_CHECK(i >= 1, "cache_set_closed_form: i is 1-based and must be >= 1, got {}", i);
   auto a = cache_lattice_steps(p, i);  // all k with f(k) < i
+  const auto f = p.offsets_upto(i - 1);
+  MIXLAB_ASSERT(f.size() == a.size(), "lattice steps {} != offsets {}", a.size(), f.size());
   std::vector<int64_t> s;
   s.reserve(a.size());
   for (size_t k = 0; k < a.size(); ++k) {
-    int64_t t = i - pattern_offset(p, static_cast<int64_t>(k));
+    int64_t t = i - f[k];
     s.push_back(a[k] * ((t + a[k] - 1) / a[k]));
   }
   std::sort(s.begin(), s.end());

@@ -202,9 +202,9 @@ Tensor ResolventMixer::step(MixerState& state_in, const Tensor& x_t) {
 }
 
 std::string resolvent_spec_parse(const std::string& spec, const std::string& args, ResolventOptions& options) {
-  // The pattern's own items (a kind and its parameter: "band:8", "offsets:1,2,4") are positional;
-  // Pattern::parse reads them.
-  const SpecArgs a(mixer_spec_context(spec), "resolvent", args, {"gate"}, 2);
+  // The pattern's own items (a kind and its parameter: "band:8", "offsets:1,2,4", a union such as
+  // "geom:1.5+power:1.5" with one ':' per operand) are positional; Pattern::parse reads them.
+  const SpecArgs a(mixer_spec_context(spec), "resolvent", args, {"gate"}, 16);
   if (a.has("gate")) {
     if (a.text("gate") == "mamba2") {
       options.gate_init = kGateInitMamba2;

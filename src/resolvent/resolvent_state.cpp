@@ -53,12 +53,10 @@ ResolventState::ResolventState(const Pattern& pattern, int64_t batch, int64_t he
   for (auto e : layout_.extra_dims) MIXLAB_CHECK(e >= 1, "{}: extra_dims must be >= 1, got {}", fn, e);
   if (pattern.cache_efficient()) {
     horizon_ = Horizon::kPattern;
-  } else if (pattern.kind() == PatternKind::kBand || pattern.kind() == PatternKind::kOrder) {
+  } else if (pattern.last_offset() > 0) {
+    // A bounded window: band:W, order:K, offsets, ruler, a union of such.
     horizon_ = Horizon::kLast;
-    last_ = pattern.width_param();
-  } else if (pattern.kind() == PatternKind::kOffsets) {
-    horizon_ = Horizon::kLast;
-    last_ = pattern.offsets_upto(kPatternMaxT).back();
+    last_ = pattern.last_offset();
   }
   capacity_ = horizon_ == Horizon::kLast ? last_ : 16;
   auto opts = torch::TensorOptions().dtype(dtype);

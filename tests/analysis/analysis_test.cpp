@@ -35,7 +35,17 @@ const std::vector<std::string> kSpecs = {"causal",
                                          "square+cache",
                                          "linear+cache",
                                          "offsets:1,3,7+cache",
-                                         "offsets:1,2,5,11+cache"};
+                                         "offsets:1,2,5,11+cache",
+                                         "geom:1.5",
+                                         "geom:3+cache",
+                                         "power:1.5",
+                                         "power:2.5+cache",
+                                         "fib",
+                                         "fib+cache",
+                                         "ruler:12",
+                                         "ruler:12+cache",
+                                         "band:3+pow2",
+                                         "order:2+geom:1.5+cache"};
 
 // Plain BFS over forward edges (u -> v iff u ∈ P(v)), multi-hop only for recurrent patterns.
 std::vector<int32_t> bfs_reference(const Pattern& p, int64_t T, int64_t source) {

@@ -17,7 +17,22 @@
 //   square            translation-invariant, f(k) = k^2 + 1
 //   linear            translation-invariant, f(k) = k + 1 (same set as dense)
 //   offsets:1,2,3,5   translation-invariant with the given strictly increasing offsets (first = 1)
-//   <ti>+cache        cache-efficient variant of a translation-invariant kind (SPEC-NOTES §2)
+//   geom:B            translation-invariant, offsets the distinct values of ceil(B^k), k >= 0, real
+//                     B > 1 (geom:2 has the rows of pow2; B < 2 repeats values, kept once)
+//   power:P           translation-invariant, f(k) = ceil(k^P) + 1, real P >= 1 (power:2 has the rows of
+//                     square, power:1 those of linear)
+//   fib               translation-invariant, the distinct Fibonacci numbers 1, 2, 3, 5, 8, 13, ...
+//   ruler:L           translation-invariant, the non-zero marks of the sparsest Wichmann ruler of length
+//                     >= L (every difference 1..L is a difference of two marks); a finite list
+//   <a>+<b>[+...]     union of the offsets of translation-invariant kinds (pow2, square, linear, dense,
+//                     offsets, geom, power, fib, ruler, order:K and band:W, the last two as offsets
+//                     1..K): e.g. band:8+pow2, "local + logarithmic". Always recurrent (B = P(i)),
+//                     band:W included. '+' because '|', '*' and ',' separate layers and list items
+//                     in mixer specs and CLI lists.
+//   <ti>+cache        cache-efficient variant of a translation-invariant kind or union (SPEC-NOTES §2)
+//
+// Every kind but causal and band is recurrent; every kind except causal, dense, order and band is
+// a "translation-invariant family" (defined by offsets f(0) = 1 < f(1) < ..., +cache allowed).
 //
 // What this is not: a kernel. Kernels consume the PatternIndex below.
 #pragma once
@@ -29,7 +44,21 @@
 
 namespace mixlab {
 
-enum class PatternKind { kCausal, kBand, kDense, kOrder, kPow2, kSquare, kLinear, kOffsets };
+enum class PatternKind {
+  kCausal,
+  kBand,
+  kDense,
+  kOrder,
+  kPow2,
+  kSquare,
+  kLinear,
+  kOffsets,
+  kGeom,
+  kPower,
+  kFib,
+  kRuler,
+  kUnion
+};
 
 /// Longest sequence any pattern accepts (analysis and kernels). Guards against specs that would
 /// ask for absurd memory; raise it here if a use needs more.
@@ -45,9 +74,17 @@ class Pattern {
   /// The canonical spec string (round-trips through parse).
   const std::string& spec() const { return spec_; }
   PatternKind kind() const { return kind_; }
-  /// W for band:W, K for order:K, 0 otherwise.
+  /// W for band:W, K for order:K, L for ruler:L, 0 otherwise.
   int64_t width_param() const { return width_; }
-  /// True for pow2, square, linear, offsets (with or without +cache).
+  /// B for geom:B, P for power:P, 0 otherwise.
+  double real_param() const { return real_; }
+  /// The operands of a union (each a plain translation-invariant pattern); empty otherwise.
+  const std::vector<Pattern>& union_parts() const { return parts_; }
+  /// The largest offset when the plain pattern reads a bounded window (band:W, order:K, offsets,
+  /// ruler, a union of such); -1 when offsets grow without bound (pow2, square, geom, ...).
+  int64_t last_offset() const;
+  /// True for pow2, square, linear, offsets, geom, power, fib, ruler and unions (with or without
+  /// +cache).
   bool translation_invariant_family() const;
   /// True when the plain (non-cache) pattern is translation-invariant: the TI kinds, dense,
   /// order:K and band:W (offsets 1..W) — but not +cache variants.
@@ -76,13 +113,17 @@ class Pattern {
  private:
   PatternKind kind_ = PatternKind::kDense;
   int64_t width_ = 0;
-  std::vector<int64_t> user_offsets_;  // for kOffsets
+  double real_ = 0;                    // kGeom: B, kPower: P
+  std::vector<int64_t> user_offsets_;  // kOffsets; kFib and kRuler: the generated list
+  std::vector<Pattern> parts_;         // kUnion: the operands, plain
   bool cache_ = false;
   std::string spec_;
 };
 
 /// f(k) for the translation-invariant families: f(0) = 1 < f(1) < ...; returns -1 past the end
-/// of a user offsets list. Valid for pow2/square/linear/offsets.
+/// of a finite list (offsets, ruler, order/band, a union of finite lists) and for offsets beyond
+/// kPatternMaxT of the generated kinds. O(1) for pow2/square/linear/power, O(k) for geom, O(k log k)
+/// for a union.
 int64_t pattern_offset(const Pattern& p, int64_t k);
 
 /// The lattice steps a_k of Prop. 4.12 for the cache-efficient variant, for all k with
