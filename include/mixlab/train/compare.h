@@ -48,6 +48,12 @@
 // jobs = 2 give the same table bit for bit. Training tokens/s are measured with `jobs` runs
 // sharing the machine, decode µs/token after all training, one model at a time.
 //
+// Preset mad (the MAD suite and the classics, mixlab/train/task_mad.h): the seven tasks
+//   mad_recall, mad_fuzzy_recall, mad_noisy_recall, selective_copy, mad_compression,
+//   mad_memorization, induction at their CPU sizes (tasks.h), one mixer per registered family,
+//   the default preset's model (d_model 64, 2 layers, 4 heads), batch 32, lr 1e-3, 1500 steps,
+//   no curriculum (docs/log/results-2026-11.md "MAD suite" has the measured time).
+//
 // Not supported: per-mixer hyperparameter tuning (the point is identical settings).
 #pragma once
 
@@ -63,8 +69,13 @@ namespace mixlab {
 
 /// The nine mixers of seed 000 Table 1, in its row order (`--mixers all`).
 std::vector<std::string> compare_default_mixers();
-/// Preset names: "default", "table1", "paper", "psm".
+/// Preset names: "default", "table1", "paper", "psm", "mad".
 const std::vector<std::string>& compare_presets();
+/// The tasks a preset runs when --tasks is not given: mad's seven, copy/recall/multihop otherwise.
+const std::vector<std::string>& compare_preset_tasks(const std::string& preset);
+/// The mixers of `--mixers all`: preset mad one spec per registered family (attention, local:8,
+/// ssm, resolvent:pow2, each affine member, toeplitz, tpsm, brl), else compare_default_mixers().
+std::vector<std::string> compare_preset_mixers(const std::string& preset);
 /// The length sweeps a preset runs by default for these tasks (psm: s5 and recall; others none).
 std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(const std::string& preset,
                                                                   const std::vector<std::string>& tasks);
