@@ -117,8 +117,8 @@ int64_t config_default_vocab(const std::string& task) {
 int64_t config_default_length(const std::string& task) {
   // MAD suite and classics: scaled to this CPU where the paper's is larger (tasks.h lists both).
   static const std::map<std::string, int64_t> mad = {
-      {"mad_recall", 128},     {"mad_noisy_recall", 128}, {"mad_fuzzy_recall", 128}, {"selective_copy", 128},
-      {"mad_compression", 32}, {"mad_memorization", 32},  {"induction", 64}};
+      {"mad_recall", 32},      {"mad_noisy_recall", 32}, {"mad_fuzzy_recall", 64}, {"selective_copy", 64},
+      {"mad_compression", 32}, {"mad_memorization", 32}, {"induction", 64}};
   if (const auto it = mad.find(task); it != mad.end()) return it->second;
   if (task == "lm") return 128;
   if (task == "s5") return 18;  // seed 004 §4.1 trains S5 on lengths up to 18

@@ -163,8 +163,9 @@ TEST(TrainTasksMad, RecallLabelsFollowFromTheTokens) {
       for (const Row& r : rows_of(b)) check_recall_row(r, s, &noise, &slots);
     }
     if (task == "mad_recall") EXPECT_EQ(noise, 0);
-    // noise_frac 0.2 of the S/2 - 1 pair slots (the probe slot never): ~0.2 x 63/64 of all slots.
-    if (task == "mad_noisy_recall") EXPECT_NEAR(static_cast<double>(noise) / slots, 0.2 * 63 / 64, 0.03);
+    // noise_frac of the S/2 - 2 slots that may be noise (not the probe, not the one kept pair).
+    const double expected = s.noise_frac * static_cast<double>(s.length / 2 - 2) / static_cast<double>(s.length / 2);
+    if (task == "mad_noisy_recall") EXPECT_NEAR(static_cast<double>(noise) / slots, expected, 0.04);
   }
   // Odd vocab and small sizes; a noise_frac of 0 is plain recall.
   TaskSpec s = spec_of("mad_noisy_recall");
@@ -359,6 +360,7 @@ TEST(TrainTasksMad, BadInputIsAnErrorNamingTheField) {
   s.length = 1;
   expect_error_contains([&] { task_validate(s); }, {"task mad_compression", "length must be >= 2, got 1"});
   s = spec_of("selective_copy");
+  s.copy_tokens = 16;
   s.length = 33;
   expect_error_contains([&] { task_validate(s); }, {"length must be > 2 x copy_tokens + 1 = 33", "got 33"});
   s.copy_tokens = 0;
@@ -375,7 +377,8 @@ TEST(TrainTasksMad, BadInputIsAnErrorNamingTheField) {
 TEST(TrainTasksMad, ConfigKeysAndDefaults) {
   EXPECT_EQ(spec_of("mad_recall").vocab, 20);
   EXPECT_EQ(spec_of("mad_memorization").vocab, 259);
-  EXPECT_EQ(spec_of("selective_copy").length, 128);
+  EXPECT_EQ(spec_of("selective_copy").length, 64);
+  EXPECT_EQ(spec_of("selective_copy").copy_tokens, 8);
   const TrainConfig c = config_from_json(
       {{"task", "mad_noisy_recall"}, {"noise_frac", 0.4}, {"noise_vocab", 8}, {"vocab", 28}, {"length", 64}}, "t");
   EXPECT_EQ(c.task.noise_frac, 0.4);

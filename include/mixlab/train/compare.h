@@ -51,8 +51,10 @@
 // Preset mad (the MAD suite and the classics, mixlab/train/task_mad.h): the seven tasks
 //   mad_recall, mad_fuzzy_recall, mad_noisy_recall, selective_copy, mad_compression,
 //   mad_memorization, induction at their CPU sizes (tasks.h), one mixer per registered family,
-//   the default preset's model (d_model 64, 2 layers, 4 heads), batch 32, lr 1e-3, 1500 steps,
-//   no curriculum (docs/log/results-2026-11.md "MAD suite" has the measured time).
+//   the default preset's model (d_model 64, 2 layers, 4 heads), batch 32, lr 1e-3 with the wsd
+//   schedule, no curriculum; 500 steps (memorization, compression, induction), 3000 (selective
+//   copying), 6000 (the three recall tasks). docs/log/results-2026-11.md, "The MAD suite ...",
+//   has attention's curves behind these budgets and the preset's estimated time.
 //
 // Not supported: per-mixer hyperparameter tuning (the point is identical settings).
 #pragma once

@@ -37,7 +37,7 @@
 //   elements 5           s5: n of the symmetric group S_n, 2..5 (S5 is the paper's task)
 //   noise_frac 0.2, noise_vocab 16   mad_noisy_recall only: noise slot probability, noise tokens
 //   key_len 3, value_len 3           mad_fuzzy_recall only: longest key / value in tokens
-//   copy_tokens 16                   selective_copy only: tokens to copy
+//   copy_tokens 8                    selective_copy only: tokens to copy
 //   map_seed 12345                   mad_memorization only: seed of the key -> value map
 //                        (a task-only key in another task's config is an error)
 //   d_model 64, layers 2, heads 4, mlp_ratio 4, mixer "attention" (a registry spec, or one

@@ -12,8 +12,9 @@
 // blanks by their value, not their position (what separates selective, input-dependent mixers
 // from time-invariant ones, Mamba §3.1).
 // Sizes: MAD vocab 16 (14 content tokens + blank + copy; here vocab 18), S = 256, n = 16; Mamba
-// uses n = 16 and S = 4096. Needs S > 2n + 1 (MAD's condition: at least one blank among the
-// tokens) and vocab >= 5.
+// uses n = 16 and S = 4096. mixlab's defaults, scaled to a 2-core CPU: vocab 18, S = 64, n = 8
+// (the same 1 : 8 ratio of tokens to length as MAD). Needs S > 2n + 1 (MAD's condition: at
+// least one blank among the tokens) and vocab >= 5.
 // Difference from MAD's generator: it inserts the blanks at indices drawn from [0, n) of the
 // token list, so the last content token always sits just before the copy token and the blanks
 // bunch towards the start; here the n positions are a uniform subset (Mamba's "randomly spaced").

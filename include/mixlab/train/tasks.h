@@ -74,10 +74,10 @@
 //   where the paper's are larger (config.cpp holds the defaults; docs/log/results-2026-11.md the
 //   measurements behind them):
 //     task               T            default (mixlab)                       paper
-//     mad_recall         S - 1        vocab 20, S = 128                      MAD vocab 16, S = 128
-//     mad_noisy_recall   S - 1        vocab 36, S = 128, noise 16 tokens, 0.2 MAD vocab 32 (16 noise), 0.2
-//     mad_fuzzy_recall   S            vocab 19, S = 128, keys/values <= 3    MAD vocab 16, S = 128, 3/3
-//     selective_copy     S            vocab 18, S = 128, 16 tokens           MAD vocab 16, S = 256, 16
+//     mad_recall         S - 1        vocab 20, S = 32                       MAD vocab 16, S = 128
+//     mad_noisy_recall   S - 1        vocab 36, S = 32, noise 16 tokens, 0.2  MAD vocab 32 (16 noise), S = 128
+//     mad_fuzzy_recall   S            vocab 19, S = 64, keys/values <= 3     MAD vocab 16, S = 128, 3/3
+//     selective_copy     S            vocab 18, S = 64, 8 tokens             MAD vocab 16, S = 256, 16
 //     mad_compression    2 (S - 1)    vocab 19, S = 32                       MAD vocab 16, S = 32
 //     mad_memorization   S            vocab 259, S = 32                      MAD vocab 256, S = 32
 //     induction          S + 1        vocab 20, S = 64                       Mamba vocab 16, S = 256
@@ -136,7 +136,7 @@ struct TaskSpec {
   int64_t noise_vocab = 16;   // mad_noisy_recall: content tokens used only as noise (MAD noise_vocab_size)
   int64_t key_len = 3;        // mad_fuzzy_recall: longest key in tokens (MAD k_motif_size)
   int64_t value_len = 3;      // mad_fuzzy_recall: longest value in tokens (MAD v_motif_size)
-  int64_t copy_tokens = 16;   // selective_copy: tokens to copy (MAD num_tokens_to_copy)
+  int64_t copy_tokens = 8;    // selective_copy: tokens to copy (MAD num_tokens_to_copy: 16)
   uint64_t map_seed = 12345;  // mad_memorization: seed of the fixed key -> value map (MAD: its run seed, 12345)
 };
 
