@@ -6,6 +6,7 @@
 //   mixlab compare --preset paper                    # seed 000 App. C.3 hyperparameters
 //   mixlab compare --preset psm --tasks s5 --mixers tpsm:c=1,attention,local:8,mamba
 //   mixlab compare --tasks copy --sweep copy=4-32/4  # error against length after training
+//   mixlab compare --preset mad                      # MAD's tasks + selective copy + induction, every family
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -75,7 +76,7 @@ std::vector<std::string> split_list(const std::string& s, const char* what) {
 void run_compare(const CompareArgs& a) {
   CompareOptions o;
   o.tasks = a.tasks.empty() ? compare_preset_tasks(a.preset) : split_list(a.tasks, "--tasks");
-  o.mixers = a.mixers == "all" ? compare_default_mixers() : split_list(a.mixers, "--mixers");
+  o.mixers = a.mixers == "all" ? compare_preset_mixers(a.preset) : split_list(a.mixers, "--mixers");
   o.preset = a.preset;
   o.out_dir = a.out;
   o.progress = !a.quiet;
@@ -142,12 +143,14 @@ void cmd_compare_register(CLI::App& app) {
       "compare", "Train every mixer on every task with identical settings and print seed 000's Table 1");
   sub->add_option("--tasks", args->tasks,
                   "Comma-separated tasks (default: the preset's; default copy,recall, table1 and paper "
-                  "copy,recall,multihop, psm s5,recall)");
-  sub->add_option("--mixers", args->mixers, "Comma-separated mixer specs, or 'all' (Table 1's nine)");
+                  "copy,recall,multihop, psm s5,recall, mad its seven tasks)");
+  sub->add_option("--mixers", args->mixers,
+                  "Comma-separated mixer specs, or 'all' (Table 1's nine; preset mad: one per registered family)");
   sub->add_option(
          "--preset", args->preset,
          "default (CPU, <= 10 min), table1 (seed 000 Table 1's copy, recall and multihop results on a CPU, <= 60 min), "
-         "paper (seed 000 App. C.3) or psm (seed 004's s5 and recall, with length sweeps)")
+         "paper (seed 000 App. C.3), psm (seed 004's s5 and recall, with length sweeps) or mad (the MAD suite, "
+         "selective copying and induction heads, every mixer family)")
       ->check(CLI::IsMember(compare_presets()));
   sub->add_option("--out", args->out, "Output directory for CSV, JSON, PNG (default runs/compare)");
   sub->add_option("--steps", args->steps, "Training steps per run (overrides the preset)")->check(CLI::PositiveNumber);

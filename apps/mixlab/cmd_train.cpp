@@ -271,7 +271,9 @@ void cmd_train_register(CLI::App& app) {
   sub->add_option("--config", args->config, "JSON config file (keys: mixlab/train/config.h; at most 1 MiB)");
   sub->add_option(
       "--task", args->task,
-      "Task: copy | recall | multihop | textcopy | s5 | lm | file (with --set data=PATH.npz; overrides the config)");
+      "Task: copy | recall | multihop | textcopy | s5 | lm | file (with --set data=PATH.npz) | mad_recall | "
+      "mad_fuzzy_recall | mad_noisy_recall | selective_copy | mad_compression | mad_memorization | induction "
+      "(overrides the config)");
   sub->add_option("--mixer", args->mixer,
                   "Mixer spec, e.g. attention, local:8, resolvent:pow2; or one per layer (a hybrid): 'ssm*3|attention' "
                   "('|' between layers, '*N' repeats; a shorter list repeats when it divides --layers)")

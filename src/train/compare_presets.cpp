@@ -12,6 +12,25 @@ namespace {
 
 using json = nlohmann::json;
 
+// Preset mad: steps per task, from attention's runs at the tasks' default sizes
+// (docs/log/results-2026-11.md, "The MAD suite ..."): memorization, compression and induction
+// pass 90 % within 300 steps, selective copying by 1000 (99 % at 3000); the three recall tasks
+// were still on their plateau at 2000-6000 steps, so their budget is a cap, not a solution.
+int64_t mad_steps(const std::string& task) {
+  if (task == "mad_memorization" || task == "mad_compression" || task == "induction") return 500;
+  if (task == "selective_copy") return 3000;
+  return 6000;  // mad_recall, mad_noisy_recall, mad_fuzzy_recall
+}
+
+// Preset mad's mixers: one spec per registered family (mixlab/registry/registry.h), in the
+// registry's order; tests/train/compare_test.cpp checks that every family has exactly one.
+const std::vector<std::string>& mad_mixers() {
+  static const std::vector<std::string> m = {
+      "attention", "local:8",   "ssm",      "resolvent:pow2", "linear_attn", "retnet", "gla", "mamba",
+      "mlstm",     "gated_rfa", "deltanet", "gated_deltanet", "toeplitz",    "tpsm",   "brl"};
+  return m;
+}
+
 // The default preset: measured to finish the 9 x 3 default runs in <= 10 minutes on 2 cores
 // (docs/log/results-2026-11.md has the timing) while still separating the mixers.
 json preset_json(const std::string& preset, const std::string& task) {
@@ -119,6 +138,20 @@ json preset_json(const std::string& preset, const std::string& task) {
             {"eval_batch", 256},
             {"log_every", 100}};
   }
+  if (preset == "mad") {
+    // The MAD suite and the two classics (mixlab/train/task_mad.h) at their CPU sizes: the
+    // task's own vocabulary and length (config.cpp), the default preset's model for every mixer,
+    // one lr for all: 1e-3, the rate at which attention leaves the recall plateau in this project
+    // (3e-3 never does on MQAR); docs/log/results-2026-11.md, "The MAD suite ...".
+    const auto tasks = compare_preset_tasks("mad");
+    MIXLAB_CHECK(std::find(tasks.begin(), tasks.end(), task) != tasks.end(),
+                 "compare: preset mad has the tasks {}, got '{}'", fmt::join(tasks, ", "), task);
+    // wsd keeps the rate up until the last 20 % (a cosine decays before a plateau breaks).
+    const int64_t steps = mad_steps(task);
+    return {{"task", task},   {"d_model", 64},     {"layers", 2},      {"heads", 4},           {"mlp_ratio", 4},
+            {"steps", steps}, {"batch", 32},       {"lr", 1e-3},       {"warmup", steps / 10}, {"schedule", "wsd"},
+            {"seed", 0},      {"eval_batches", 4}, {"eval_batch", 64}, {"log_every", 50},      {"curriculum", false}};
+  }
   if (preset == "psm") {
     // Seed 004 §4.1 (S5) and §4.2 (MQAR) on this CPU: the tasks' own settings, a small model
     // for every mixer (the paper's are 12-48 layers), the same steps and batch for all
@@ -162,15 +195,22 @@ std::vector<std::string> compare_default_mixers() {
           "resolvent:square+cache"};
 }
 
+const std::vector<std::string>& compare_presets() {
+  static const std::vector<std::string> p = {"default", "table1", "paper", "psm", "mad"};
+  return p;
+}
+
 std::vector<std::string> compare_preset_tasks(const std::string& preset) {
   if (preset == "default") return {"copy", "recall"};  // multihop needs table1's 16000 steps
   if (preset == "psm") return {"s5", "recall"};
+  if (preset == "mad")
+    return {"mad_recall",      "mad_fuzzy_recall", "mad_noisy_recall", "selective_copy",
+            "mad_compression", "mad_memorization", "induction"};
   return {"copy", "recall", "multihop"};
 }
 
-const std::vector<std::string>& compare_presets() {
-  static const std::vector<std::string> p = {"default", "table1", "paper", "psm"};
-  return p;
+std::vector<std::string> compare_preset_mixers(const std::string& preset) {
+  return preset == "mad" ? mad_mixers() : compare_default_mixers();
 }
 
 std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(const std::string& preset,
@@ -210,6 +250,11 @@ TrainConfig compare_config(const std::string& preset_name, const std::string& ta
   // --set data=... names the file task's rows; in a run of --tasks file,copy the others ignore it.
   if (task != "file")
     for (const char* key : {"data", "eval_data"}) j.erase(key);
+  // Likewise a task-only key (--set noise_frac=0.4) goes to its task only.
+  std::vector<std::string> foreign;
+  for (const auto& item : j.items())
+    if (!config_key_applies(item.key(), task)) foreign.push_back(item.key());
+  for (const auto& key : foreign) j.erase(key);
   // Fewer steps than the preset without an explicit warmup: keep the preset's warmup fraction.
   if (overrides.contains("steps") && !overrides.contains("warmup") && j["steps"].is_number_integer()) {
     const json base = preset_json(preset_name, task);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -69,14 +70,23 @@ bool read_bool(const json& j, const char* key, bool fallback, const std::string&
 
 const std::set<std::string>& known_keys() {
   static const std::set<std::string> keys = {
-      "task",         "vocab",       "length",      "pairs",     "hop_prob",
-      "curriculum",   "d_model",     "layers",      "heads",     "mlp_ratio",
-      "mixer",        "steps",       "batch",       "lr",        "warmup",
-      "weight_decay", "beta1",       "beta2",       "grad_clip", "seed",
-      "eval_batches", "eval_batch",  "eval_every",  "log_every", "checkpoint_every",
-      "tokenizer",    "eval_tokens", "eval_stride", "max_len",   "curriculum_phases",
-      "elements",     "corpus",      "tokens",      "schedule",  "decay_frac",
-      "stop_at",      "data",        "eval_data"};
+      "task",         "vocab",       "length",      "pairs",      "hop_prob",
+      "curriculum",   "d_model",     "layers",      "heads",      "mlp_ratio",
+      "mixer",        "steps",       "batch",       "lr",         "warmup",
+      "weight_decay", "beta1",       "beta2",       "grad_clip",  "seed",
+      "eval_batches", "eval_batch",  "eval_every",  "log_every",  "checkpoint_every",
+      "tokenizer",    "eval_tokens", "eval_stride", "max_len",    "curriculum_phases",
+      "elements",     "corpus",      "tokens",      "schedule",   "decay_frac",
+      "stop_at",      "data",        "eval_data",   "noise_frac", "noise_vocab",
+      "key_len",      "value_len",   "copy_tokens", "map_seed"};
+  return keys;
+}
+
+// Keys of one task only (the MAD suite and selective copying, tasks.h): another task rejects them.
+const std::map<std::string, std::string>& task_only_keys() {
+  static const std::map<std::string, std::string> keys = {
+      {"noise_frac", "mad_noisy_recall"}, {"noise_vocab", "mad_noisy_recall"}, {"key_len", "mad_fuzzy_recall"},
+      {"value_len", "mad_fuzzy_recall"},  {"copy_tokens", "selective_copy"},   {"map_seed", "mad_memorization"}};
   return keys;
 }
 
@@ -90,12 +100,33 @@ const std::set<std::string>& cadence_keys() {
 
 }  // namespace
 
+bool config_key_applies(const std::string& key, const std::string& task) {
+  const auto it = task_only_keys().find(key);
+  return it == task_only_keys().end() || it->second == task;
+}
+
+int64_t config_default_vocab(const std::string& task) {
+  // The MAD suite and the classics at their papers' vocabularies (task_mad.h maps MAD's sizes).
+  static const std::map<std::string, int64_t> vocab = {
+      {"mad_recall", 20},      {"mad_noisy_recall", 36},  {"mad_fuzzy_recall", 19}, {"selective_copy", 18},
+      {"mad_compression", 19}, {"mad_memorization", 259}, {"induction", 20}};
+  const auto it = vocab.find(task);
+  return it == vocab.end() ? 64 : it->second;
+}
+
 int64_t config_default_length(const std::string& task) {
+  // MAD suite and classics: scaled to this CPU where the paper's is larger (tasks.h lists both).
+  static const std::map<std::string, int64_t> mad = {
+      {"mad_recall", 32},      {"mad_noisy_recall", 32}, {"mad_fuzzy_recall", 64}, {"selective_copy", 64},
+      {"mad_compression", 32}, {"mad_memorization", 32}, {"induction", 64}};
+  if (const auto it = mad.find(task); it != mad.end()) return it->second;
   if (task == "lm") return 128;
   if (task == "s5") return 18;  // seed 004 §4.1 trains S5 on lengths up to 18
   return task == "copy" || task == "textcopy" ? 16 : 64;
 }
-int64_t config_default_pairs(const std::string& task) { return task == "copy" || task == "textcopy" ? 0 : 8; }
+int64_t config_default_pairs(const std::string& task) {
+  return task == "recall" || task == "multihop" || task == "s5" || task == "lm" || task == "file" ? 8 : 0;
+}
 
 void config_validate(const TrainConfig& c, const std::string& origin) {
   try {
@@ -163,6 +194,10 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
     MIXLAB_CHECK(known_keys().count(item.key()), "config {}: unknown key '{}' (known: {})", origin, item.key(),
                  fmt::join(known_keys(), ", "));
   }
+  const std::string task_name = j.contains("task") && j.at("task").is_string() ? j.at("task").get<std::string>() : "";
+  for (const auto& [key, task] : task_only_keys())
+    MIXLAB_CHECK(!j.contains(key) || task_name == task, "config {}: key '{}' applies to task {} only (task {})", origin,
+                 key, task, task_name.empty() ? "copy" : task_name);
   TrainConfig c;
   c.task.name = read_string(j, "task", c.task.name, origin);
   const auto& names = task_names();
@@ -194,7 +229,10 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   if (c.task.name == "s5" && c.task.elements >= 2 && c.task.elements <= 5) c.task.vocab = s5_min_vocab(c.task);
   // task file: the data sets length and (unless given) vocab, which may then be below 8.
   const bool file = c.task.name == "file";
-  c.task.vocab = read_int(j, "vocab", c.task.vocab, file ? 1 : 8, origin);
+  // The MAD suite's vocabularies may be below 8 (task_validate states each task's minimum).
+  const int64_t vocab_min = file || config_default_vocab(c.task.name) != 64 ? 1 : 8;
+  if (config_default_vocab(c.task.name) != 64) c.task.vocab = config_default_vocab(c.task.name);
+  c.task.vocab = read_int(j, "vocab", c.task.vocab, vocab_min, origin);
   c.task.length = read_int(j, "length", 0, 0, origin);
   c.task.data = read_string(j, "data", "", origin);
   c.task.eval_data = read_string(j, "eval_data", "", origin);
@@ -203,6 +241,12 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   c.task.pairs = read_int(j, "pairs", 0, 0, origin);
   if (c.task.pairs == 0) c.task.pairs = config_default_pairs(c.task.name);
   c.task.hop_prob = read_double(j, "hop_prob", c.task.hop_prob, origin);
+  c.task.noise_frac = read_double(j, "noise_frac", c.task.noise_frac, origin);
+  c.task.noise_vocab = read_int(j, "noise_vocab", c.task.noise_vocab, 1, origin);
+  c.task.key_len = read_int(j, "key_len", c.task.key_len, 1, origin);
+  c.task.value_len = read_int(j, "value_len", c.task.value_len, 1, origin);
+  c.task.copy_tokens = read_int(j, "copy_tokens", c.task.copy_tokens, 1, origin);
+  c.task.map_seed = read_uint64(j, "map_seed", c.task.map_seed, origin);
   c.task.curriculum = read_bool(j, "curriculum", c.task.curriculum, origin);
   c.task.curriculum_phases =
       read_int(j, "curriculum_phases", c.task.curriculum_phases, 1, origin, kMaxCurriculumPhases);
@@ -331,6 +375,12 @@ json config_to_json(const TrainConfig& c) {
   // Written only when set, so the config of another task reads as before.
   if (!c.task.data.empty()) j["data"] = c.task.data;
   if (!c.task.eval_data.empty()) j["eval_data"] = c.task.eval_data;
+  // Task-only keys are written for their task only, so other configs read as before.
+  const std::string& t = c.task.name;
+  if (t == "mad_noisy_recall") j["noise_frac"] = c.task.noise_frac, j["noise_vocab"] = c.task.noise_vocab;
+  if (t == "mad_fuzzy_recall") j["key_len"] = c.task.key_len, j["value_len"] = c.task.value_len;
+  if (t == "selective_copy") j["copy_tokens"] = c.task.copy_tokens;
+  if (t == "mad_memorization") j["map_seed"] = c.task.map_seed;
   return j;
 }
 

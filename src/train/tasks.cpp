@@ -10,9 +10,12 @@
 #include "mixlab/data/textcopy.h"
 #include "mixlab/train/mqar.h"
 #include "mixlab/train/task_file.h"
+#include "mixlab/train/task_induction.h"
 #include "mixlab/train/task_lm.h"
+#include "mixlab/train/task_mad.h"
 #include "mixlab/train/task_rng.h"
 #include "mixlab/train/task_s5.h"
+#include "mixlab/train/task_selective_copy.h"
 
 namespace mixlab {
 namespace {
@@ -21,7 +24,14 @@ constexpr int64_t kMinCopyLength = 1;
 constexpr int64_t kMinRecallLength = 5;  // kBegin k v kSep q (mqar.h)
 
 bool is_recall_like(const std::string& name) { return name == "recall" || name == "multihop"; }
+// The MAD suite and the two classics: one length, no curriculum, own generators.
+bool is_mad_like(const std::string& name) {
+  return mad_is_task(name) || name == "selective_copy" || name == "induction";
+}
 int64_t min_length(const TaskSpec& spec) {
+  if (mad_is_task(spec.name)) return mad_min_length(spec);
+  if (spec.name == "selective_copy") return 2 * spec.copy_tokens + 2;
+  if (spec.name == "induction") return 3;
   if (spec.name == "textcopy") return 2;
   return spec.name == "copy" ? kMinCopyLength : kMinRecallLength;
 }
@@ -69,7 +79,20 @@ void fill_recall_row(Rows& r, int64_t b, const TaskSpec& spec, int64_t S, int64_
 }  // namespace
 
 const std::vector<std::string>& task_names() {
-  static const std::vector<std::string> names = {"copy", "recall", "multihop", "textcopy", "s5", "lm", "file"};
+  static const std::vector<std::string> names = {"copy",
+                                                 "recall",
+                                                 "multihop",
+                                                 "textcopy",
+                                                 "s5",
+                                                 "lm",
+                                                 "file",
+                                                 "mad_recall",
+                                                 "mad_fuzzy_recall",
+                                                 "mad_noisy_recall",
+                                                 "selective_copy",
+                                                 "mad_compression",
+                                                 "mad_memorization",
+                                                 "induction"};
   return names;
 }
 
@@ -111,6 +134,9 @@ void task_validate(const TaskSpec& spec) {
   if (spec.name == "s5") return s5_validate(spec);           // mixlab/train/task_s5.h
   if (spec.name == "lm") return lm_validate(spec);           // mixlab/train/task_lm.h
   if (spec.name == "file") return file_task_validate(spec);  // mixlab/train/task_file.h
+  if (mad_is_task(spec.name)) return mad_validate(spec);     // mixlab/train/task_mad.h
+  if (spec.name == "selective_copy") return selective_copy_validate(spec);
+  if (spec.name == "induction") return induction_validate(spec);
   MIXLAB_CHECK(spec.vocab >= 8, "task {}: vocab must be >= 8 (4 special tokens + content), got {}", spec.name,
                spec.vocab);
   MIXLAB_CHECK(spec.name != "textcopy" || spec.vocab >= Corpus::kVocabSize,
@@ -124,6 +150,9 @@ void task_validate(const TaskSpec& spec) {
 }
 
 int64_t task_sequence_length(const TaskSpec& spec, int64_t length) {
+  if (mad_is_task(spec.name)) return mad_sequence_length(spec, length);
+  if (spec.name == "selective_copy") return length;
+  if (spec.name == "induction") return length + 1;
   if (spec.name == "lm") return length;
   if (spec.name == "textcopy") return 2 * length - 1;
   return spec.name == "copy" ? 2 * length + 1 : length;
@@ -144,6 +173,16 @@ Batch text_copy_generate(const TaskSpec& spec, int64_t batch_size, int64_t lengt
   return out;
 }
 
+// The MAD suite, selective copying and induction at `length` (<= spec.length); `eval` picks
+// held-out rows where the task's held-out rows differ (mad_fuzzy_recall).
+Batch mad_like_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, uint64_t seed, bool eval) {
+  TaskSpec at = spec;
+  at.length = length;
+  if (spec.name == "selective_copy") return selective_copy_generate(at, batch_size, seed);
+  if (spec.name == "induction") return induction_generate(at, batch_size, length, seed);
+  return mad_generate(at, batch_size, seed, eval);
+}
+
 }  // namespace
 
 Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, int64_t pairs, uint64_t seed) {
@@ -156,6 +195,7 @@ Batch task_generate(const TaskSpec& spec, int64_t batch_size, int64_t length, in
                "task_generate: length must be in [{}, {}] for task {}, got {}", min_length(spec), spec.length,
                spec.name, length);
   if (spec.name == "textcopy") return text_copy_generate(spec, batch_size, length, seed, Split::kTrain);
+  if (is_mad_like(spec.name)) return mad_like_generate(spec, batch_size, length, seed, false);
   const bool recall = is_recall_like(spec.name);
   if (recall) {
     const int64_t most = std::min(mqar_max_pairs(length), mqar_key_count(spec.vocab));
@@ -203,6 +243,8 @@ Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, i
   if (spec.name == "lm") return lm_batch(spec, batch_size, step, seed);
   if (spec.name == "file") return file_task_train_batch(spec, batch_size, step, seed);
   task_validate(spec);
+  if (is_mad_like(spec.name))  // one length, no curriculum
+    return mad_like_generate(spec, batch_size, spec.length, task_seed_mix(seed, 2, static_cast<uint64_t>(step)), false);
   const int64_t div = int64_t{1} << (task_phase_count(spec) - 1 - task_phase(spec, step, total_steps));
   TaskRng rng(task_seed_mix(seed, 1, static_cast<uint64_t>(step)));
   const int64_t L = std::max(min_length(spec), spec.length / div);
@@ -239,6 +281,10 @@ Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, u
     task_validate(spec);
     return text_copy_generate(spec, batch_size, spec.length, task_seed_mix(seed, stream, static_cast<uint64_t>(index)),
                               Split::kValidation);
+  }
+  if (is_mad_like(spec.name)) {
+    task_validate(spec);
+    return mad_like_generate(spec, batch_size, spec.length, task_seed_mix(seed, 3, static_cast<uint64_t>(index)), true);
   }
   return task_generate(spec, batch_size, spec.length, is_recall_like(spec.name) ? spec.pairs : 0,
                        task_seed_mix(seed, stream, static_cast<uint64_t>(index)));

@@ -188,6 +188,29 @@ TEST(TrainCli, CompareWritesTableCsvJsonPng) {
   EXPECT_NE(header.find("multihop_chain_acc"), std::string::npos) << header;
 }
 
+// The MAD suite through the CLI: `--preset mad` runs its seven tasks without --tasks, a task-only
+// key is refused on another task, and each task trains a step from its defaults.
+TEST(TrainCli, PresetMadRunsItsTasks) {
+  const std::string dir = temp_dir("compare_mad");
+  const std::string small =
+      " --set d_model=16 --set heads=2 --set mlp_ratio=2 --set batch=4 --set eval_batches=1 --set eval_batch=4 "
+      "--set warmup=1 --quiet";
+  auto r = run_mixlab("compare --preset mad --mixers attention --steps 2" + small + " --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* task : {"mad_recall", "mad_fuzzy_recall", "mad_noisy_recall", "selective_copy", "mad_compression",
+                           "mad_memorization", "induction"})
+    EXPECT_NE(r.output.find(std::string("| ") + task + " %"), std::string::npos) << task << "\n" << r.output;
+  const auto j = nlohmann::json::parse(std::ifstream(dir + "/compare.json"));
+  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_TRUE(j["rows"][0]["ran"].get<bool>()) << j["rows"][0]["note"];
+  EXPECT_EQ(j["rows"][0]["eval_token_acc"].size(), 7u);
+  expect_failure("compare --preset mad --tasks copy", "preset mad has the tasks mad_recall");
+  expect_failure("train --task mad_recall --set noise_frac=0.3 --steps 1",
+                 "key 'noise_frac' applies to task mad_noisy_recall only (task mad_recall)");
+  expect_failure("train --task mad_noisy_recall --set vocab=20 --steps 1", "vocab 20 is too small");
+  expect_failure("train --task selective_copy --set length=16 --steps 1", "length must be > 2 x copy_tokens + 1 = 17");
+}
+
 // toeplitz-index on a trained Toeplitz model: one row per head; errors for a missing checkpoint
 // and for a model without Toeplitz layers.
 TEST(ToeplitzIndexCli, IndexesEveryHeadAndRejectsOtherModels) {

@@ -57,6 +57,14 @@
 // Curves: every run's metrics are read back after it; the report draws curves_<task>.png
 // (held-out accuracy or perplexity and training loss against step, one line per mixer, seed range
 // as a band) and prints one sparkline per mixer and task (compare_report.h).
+//
+// Preset mad (the MAD suite and the classics, mixlab/train/task_mad.h): the seven tasks
+//   mad_recall, mad_fuzzy_recall, mad_noisy_recall, selective_copy, mad_compression,
+//   mad_memorization, induction at their CPU sizes (tasks.h), one mixer per registered family,
+//   the default preset's model (d_model 64, 2 layers, 4 heads), batch 32, lr 1e-3 with the wsd
+//   schedule, no curriculum; 500 steps (memorization, compression, induction), 3000 (selective
+//   copying), 6000 (the three recall tasks). docs/log/results-2026-11.md, "The MAD suite ...",
+//   has attention's curves behind these budgets and the preset's estimated time.
 #pragma once
 
 #include <map>
@@ -72,11 +80,14 @@ namespace mixlab {
 
 /// The nine mixers of seed 000 Table 1, in its row order (`--mixers all`).
 std::vector<std::string> compare_default_mixers();
-/// The tasks a preset runs when none are given: default copy and recall (multihop needs table1's
-/// budget), psm s5 and recall, the others copy, recall and multihop.
-std::vector<std::string> compare_preset_tasks(const std::string& preset);
-/// Preset names: "default", "table1", "paper", "psm".
+/// Preset names: "default", "table1", "paper", "psm", "mad".
 const std::vector<std::string>& compare_presets();
+/// The tasks a preset runs when --tasks is not given: default copy and recall (multihop needs
+/// table1's budget), psm s5 and recall, mad its seven, the others copy, recall and multihop.
+std::vector<std::string> compare_preset_tasks(const std::string& preset);
+/// The mixers of `--mixers all`: preset mad one spec per registered family (attention, local:8,
+/// ssm, resolvent:pow2, each affine member, toeplitz, tpsm, brl), else compare_default_mixers().
+std::vector<std::string> compare_preset_mixers(const std::string& preset);
 /// The length sweeps a preset runs by default for these tasks (psm: s5 and recall; others none).
 std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(const std::string& preset,
                                                                   const std::vector<std::string>& tasks);

@@ -2,17 +2,20 @@
 //
 // A config is a flat JSON object; every key is optional and unknown keys are an error (a typo
 // must not silently train the default). Keys, defaults (the fast CPU setting) and meaning:
-//   task "copy"          copy | recall | multihop | textcopy | s5 | lm | file (mixlab/train/tasks.h)
+//   task "copy"          copy | recall | multihop | textcopy | s5 | lm | file | mad_recall |
+//                        mad_fuzzy_recall | mad_noisy_recall | selective_copy | mad_compression |
+//                        mad_memorization | induction (mixlab/train/tasks.h)
 //   data ""              file: the .npz (arrays inputs, labels; -100 = not scored) or .npy of rows
 //                        (mixlab/train/task_file.h); stored absolute. It sets length (T) and, when
 //                        the key vocab is absent, vocab (max id + 1); other tasks: must be empty
 //   eval_data ""         file: held-out rows (same T); "" = the last max(1, N/10) rows of data
-//   vocab 64             vocabulary size V (4 special tokens + content); lm: the tokenizer's
+//   vocab 64             vocabulary size V (4 special tokens + content; the MAD suite and
+//                        induction default to their papers' sizes, tasks.h); lm: the tokenizer's
 //                        (set automatically; another value is an error, except with tokens=);
 //                        s5: 4 + n! (set from elements)
 //   length 0             task length (copy: longest copied sequence; recall/multihop: sequence
 //                        length; lm: window T); 0 = the task's default (copy 16, recall/multihop
-//                        64, lm 128, s5 18)
+//                        64, lm 128, s5 18; the MAD suite and induction: tasks.h's table)
 //   tokenizer "bytes"    lm: bytes (V = 256) | gpt2 (V = 50257: the tied embedding alone is
 //                        50257 x d_model parameters and the logits B x T x 50257 floats) | ids
 //                        (token files only; vocab= required); default gpt2 with tokens=
@@ -32,6 +35,11 @@
 //   curriculum true      equal phases growing length and pairs (mixlab/train/tasks.h)
 //   curriculum_phases 4  1..8 phases; phase p of P divides length and pairs by 2^(P-1-p)
 //   elements 5           s5: n of the symmetric group S_n, 2..5 (S5 is the paper's task)
+//   noise_frac 0.2, noise_vocab 16   mad_noisy_recall only: noise slot probability, noise tokens
+//   key_len 3, value_len 3           mad_fuzzy_recall only: longest key / value in tokens
+//   copy_tokens 8                    selective_copy only: tokens to copy
+//   map_seed 12345                   mad_memorization only: seed of the key -> value map
+//                        (a task-only key in another task's config is an error)
 //   d_model 64, layers 2, heads 4, mlp_ratio 4, mixer "attention" (a registry spec, or one
 //                        per layer for a hybrid, "ssm*3|attention": mixlab/registry/layer_specs.h;
 //                        a list must fit `layers`)
@@ -104,6 +112,10 @@ constexpr int64_t kConfigMaxBytes = int64_t{1} << 20;
 /// Default task length / pair count used when the config leaves them at 0.
 int64_t config_default_length(const std::string& task);
 int64_t config_default_pairs(const std::string& task);
+/// Default vocabulary of a task (64, or the MAD suite's own: task_mad.h).
+int64_t config_default_vocab(const std::string& task);
+/// False when `key` belongs to one task only (noise_frac, key_len, ...) and `task` is another.
+bool config_key_applies(const std::string& key, const std::string& task);
 
 /// Parses a JSON object (already parsed). `origin` names the source in messages (a path or
 /// "--config"). Resolves defaults (length/pairs 0, eval_batch 0) and validates everything.

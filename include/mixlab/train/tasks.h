@@ -68,6 +68,25 @@
 //   held-out rows are eval_data's, else the last max(1, N/10) rows. One answer per row; every
 //   evaluation covers all held-out rows once (task_eval_batch_count). No curriculum.
 //
+// The MAD suite (Poli et al. 2024; mixlab/train/task_mad.h) and the two classics
+//   (task_selective_copy.h, task_induction.h): one length per task (no curriculum), T as listed,
+//   scored positions where MAD (or H3 / Mamba) score. Default sizes are scaled to a 2-core CPU
+//   where the paper's are larger (config.cpp holds the defaults; docs/log/results-2026-11.md the
+//   measurements behind them):
+//     task               T            default (mixlab)                       paper
+//     mad_recall         S - 1        vocab 20, S = 32                       MAD vocab 16, S = 128
+//     mad_noisy_recall   S - 1        vocab 36, S = 32, noise 16 tokens, 0.2  MAD vocab 32 (16 noise), S = 128
+//     mad_fuzzy_recall   S            vocab 19, S = 64, keys/values <= 3     MAD vocab 16, S = 128, 3/3
+//     selective_copy     S            vocab 18, S = 64, 8 tokens             MAD vocab 16, S = 256, 16
+//     mad_compression    2 (S - 1)    vocab 19, S = 32                       MAD vocab 16, S = 32
+//     mad_memorization   S            vocab 259, S = 32                      MAD vocab 256, S = 32
+//     induction          S + 1        vocab 20, S = 64                       Mamba vocab 16, S = 256
+//   (mixlab's vocab counts its 4 special tokens; MAD's counts its own specials: task_mad.h maps
+//   the two). Task-only fields: noise_frac, noise_vocab (mad_noisy_recall), key_len, value_len
+//   (mad_fuzzy_recall), copy_tokens (selective_copy), map_seed (mad_memorization).
+//   Training is on the scored positions only (MAD, H3 and Mamba train recall-type rows on every
+//   next token, most of which are random and unlearnable; the learnable part is the same).
+//
 // Curriculum (App. C.1): training is split in P = curriculum_phases equal phases (default 4);
 // phase p uses the length and the pair count divided by 2^(P-1-p), so 8, 4, 2, 1 for P = 4 and
 // 2, 1 for P = 2 (at least the task's minimum). Fewer phases suit a model whose smallest useful
@@ -98,7 +117,7 @@ constexpr int64_t kFirstContentToken = 4;
 constexpr int64_t kMaxCurriculumPhases = 8;  // the first phase trains at length / 128
 
 struct TaskSpec {
-  std::string name = "copy";        // copy | recall | multihop | textcopy | s5 | lm | file
+  std::string name = "copy";        // one of task_names()
   int64_t vocab = 64;               // V
   int64_t length = 16;              // copy/textcopy: longest copied span L; recall/multihop: sequence length S
   int64_t pairs = 8;                // recall/multihop: most key–value pairs P (ignored by copy)
@@ -111,6 +130,14 @@ struct TaskSpec {
   std::string tokens;               // lm: a folder holding nanoGPT's train.bin and val.bin; "" = none
   std::string data;                 // file: the .npz/.npy of rows (absolute once configured)
   std::string eval_data;            // file: held-out rows; empty = the last max(1, N/10) rows of data
+  // MAD suite and the classics (task_mad.h, task_selective_copy.h, task_induction.h); each applies
+  // to the task named before it only (config.cpp rejects another value on other tasks).
+  double noise_frac = 0.2;    // mad_noisy_recall: probability that a pair slot holds 2 noise tokens (MAD frac_noise)
+  int64_t noise_vocab = 16;   // mad_noisy_recall: content tokens used only as noise (MAD noise_vocab_size)
+  int64_t key_len = 3;        // mad_fuzzy_recall: longest key in tokens (MAD k_motif_size)
+  int64_t value_len = 3;      // mad_fuzzy_recall: longest value in tokens (MAD v_motif_size)
+  int64_t copy_tokens = 8;    // selective_copy: tokens to copy (MAD num_tokens_to_copy: 16)
+  uint64_t map_seed = 12345;  // mad_memorization: seed of the fixed key -> value map (MAD: its run seed, 12345)
 };
 
 struct Batch {
