@@ -81,8 +81,14 @@ TEST(AtomicFile, ErrorsNameThePath) {
   EXPECT_NE(m.find(path), std::string::npos) << m;
   EXPECT_THROW(atomic_write_file(path, "x"), IoError);
   EXPECT_THROW(AppendFile(path, true), IoError);
-  EXPECT_NE(error_of([] { file_read("/dev/zero", 1000, "config"); }).find("larger than the limit of 1000"),
+  EXPECT_NE(error_of([] { file_read("/dev/zero", 1000, "config"); }).find("/dev/zero: not a regular file"),
             std::string::npos);
+  // A regular file over the limit is refused by its size; a pipe is read up to the limit.
+  const std::string big = temp_dir("big") + "/big.json";
+  atomic_write_file(big, std::string(1001, 'x'));
+  EXPECT_NE(error_of([&] { file_read(big, 1000, "config"); }).find("larger than the limit of 1000 bytes (1001 bytes)"),
+            std::string::npos);
+  EXPECT_EQ(file_read(big, 1001, "config").size(), 1001u);
   EXPECT_THROW(file_read("/nonexistent-mixlab", 10, "config"), IoError);
 }
 
