@@ -16,6 +16,7 @@
 #include "mixlab/analysis/metrics.h"
 #include "mixlab/core/error.h"
 #include "mixlab/pattern/pattern.h"
+#include "support/brute_force_congestion.h"
 
 using namespace mixlab;
 
@@ -76,44 +77,7 @@ Brute brute_force(const Pattern& p, int64_t T) {
   return b;
 }
 
-// Minimum congestion by enumerating every routing (tiny n only).
-int64_t brute_force_congestion(const Pattern& p, int64_t n) {
-  std::vector<std::vector<std::vector<int64_t>>> options(static_cast<size_t>(n));
-  for (int64_t c = 0; c < n; ++c) {
-    std::vector<int64_t> path{c};
-    std::function<void()> extend = [&] {
-      const int64_t u = path.back();
-      if (u == c + n) {
-        options[c].push_back(path);
-        return;
-      }
-      for (int64_t v = u + 1; v <= c + n; ++v) {
-        const auto row = p.row(v);
-        if (std::find(row.begin(), row.end(), u) == row.end()) continue;
-        if (!p.recurrent() && v != c + n) continue;
-        path.push_back(v);
-        extend();
-        path.pop_back();
-      }
-    };
-    extend();
-  }
-  int64_t best = std::numeric_limits<int64_t>::max();
-  std::vector<int64_t> load(static_cast<size_t>(2 * n), 0);
-  std::function<void(int64_t)> choose = [&](int64_t c) {
-    if (c == n) {
-      best = std::min(best, *std::max_element(load.begin(), load.end()));
-      return;
-    }
-    for (const auto& path : options[c]) {
-      for (int64_t v : path) ++load[v];
-      if (*std::max_element(load.begin(), load.end()) < best) choose(c + 1);
-      for (int64_t v : path) --load[v];
-    }
-  };
-  choose(0);
-  return best;
-}
+using mixlab_test::brute_force_congestion;
 
 void expect_matches_brute_force(const DesignResult& r) {
   const int64_t T = r.options.T;

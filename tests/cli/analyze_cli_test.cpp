@@ -9,26 +9,14 @@
 #include <string>
 
 #include "mixlab_test_paths.h"
+#include "support/run_command.h"
 
 namespace {
-
-struct RunResult {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
 
 RunResult run_mixlab(const std::string& args) {
   const std::string binary = MIXLAB_BINARY_DIR "/mixlab";
   EXPECT_TRUE(std::filesystem::exists(binary)) << binary << " is missing: build the mixlab_cli target first";
-  RunResult r;
-  FILE* pipe = ::popen((binary + " " + args + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t got;
-  while ((got = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), got);
-  int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return run_command(binary + " " + args + " 2>&1");
 }
 
 void expect_failure(const std::string& args, const std::string& fragment) {
