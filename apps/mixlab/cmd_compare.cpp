@@ -148,7 +148,8 @@ void cmd_compare_register(CLI::App& app) {
                   "Comma-separated mixer specs, or 'all' (Table 1's nine; preset mad: one per registered family)");
   sub->add_option(
          "--preset", args->preset,
-         "default (CPU: copy and recall, recall runs stop at 95 %), table1 (seed 000 Table 1's copy, recall and multihop results on a CPU, <= 60 min), "
+         "default (CPU: copy and recall, recall runs stop at 95 %), table1 (seed 000 Table 1's copy, recall and "
+         "multihop results on a CPU, <= 60 min), "
          "paper (seed 000 App. C.3), psm (seed 004's s5 and recall, with length sweeps) or mad (the MAD suite, "
          "selective copying and induction heads, every mixer family)")
       ->check(CLI::IsMember(compare_presets()));
