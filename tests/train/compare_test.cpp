@@ -7,6 +7,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/train/compare_report.h"
+#include "mixlab/train/run_metrics.h"
 
 namespace mixlab {
 namespace {
@@ -154,6 +155,33 @@ TEST(TrainCompare, SparklineSpansItsRange) {
   EXPECT_EQ(sparkline({}, 0, 1), "");
   EXPECT_EQ(sparkline({2.0, -1.0}, 0, 1), "█▁") << "values outside [lo, hi] are clamped";
   EXPECT_EQ(sparkline(std::vector<double>(100, 1.0), 0, 1, 10), "██████████") << "100 values in 10 buckets";
+}
+
+}  // namespace
+}  // namespace mixlab
+
+namespace mixlab {
+namespace {
+
+// run_metrics.h against the file it reads: complete lines kept in order, a torn line skipped and
+// reported by number, a curve holds only the lines with the key and an integer step.
+TEST(RunMetrics, ReadsCompleteLinesAndSkipsTornOnes) {
+  const auto path = std::filesystem::temp_directory_path() / "mixlab_run_metrics_test.jsonl";
+  {
+    std::ofstream out(path);
+    out << "{\"step\":10,\"loss\":2.0}\n\n{\"step\":10,\"eval_token_acc\":0.5}\n{\"step\":20,\"loss\":1.5}\n{\"step\":"
+           "3";
+  }
+  std::vector<int64_t> skipped;
+  const auto lines = read_metrics_lines(path.string(), [&](int64_t n) { skipped.push_back(n); });
+  EXPECT_EQ(lines.size(), 3u);
+  EXPECT_EQ(skipped, (std::vector<int64_t>{5}));
+  const MetricCurve loss = metric_curve(lines, "loss");
+  EXPECT_EQ(loss.step, (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(loss.value, (std::vector<double>{2.0, 1.5}));
+  EXPECT_EQ(metric_curve(lines, "eval_token_acc").value, (std::vector<double>{0.5}));
+  EXPECT_THROW(read_metrics_lines((path.string() + ".missing")), Error);
+  std::filesystem::remove(path);
 }
 
 }  // namespace
