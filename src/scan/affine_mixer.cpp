@@ -75,6 +75,15 @@ AffineMixer::AffineMixer(AffineMember member, const MixerDims& dims, int64_t chu
   impl_ = impl.build(*this, {C, H, dk_, dv_});
 }
 
+MixerCostFigures AffineMixer::cost_figures(int64_t T) const {
+  (void)T;
+  MixerCostFigures f;
+  f.equivalent_pattern = "order:1";
+  f.structure = std::string(info().name) + " (graph of order:1)";
+  f.basis = "the graph of order:1: S_t reads S_{t-1} and x_t only; the one cached position is the d_k x d_v state";
+  return f;
+}
+
 std::string AffineMixer::spec() const {
   return chunk_ == 64 ? std::string(info().name) : std::string(info().name) + ":" + std::to_string(chunk_);
 }

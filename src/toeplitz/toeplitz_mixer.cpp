@@ -46,6 +46,15 @@ ToeplitzMixer::ToeplitzMixer(const ToeplitzMixerOptions& options, const MixerDim
   pos_bias_ = register_parameter("pos_bias", torch::zeros({heads_, max_len_}));
 }
 
+MixerCostFigures ToeplitzMixer::cost_figures(int64_t T) const {
+  (void)T;
+  MixerCostFigures f;
+  f.equivalent_pattern = "causal";
+  f.structure = "Toeplitz (graph of causal)";
+  f.basis = "the graph of causal: row t reads every earlier input through the kernel, decode keeps them all";
+  return f;
+}
+
 std::string ToeplitzMixer::spec() const { return fmt::format("toeplitz:heads={}:kernel={}", heads_, kernel_); }
 
 torch::Tensor ToeplitzMixer::kernel_combine(const torch::Tensor& zk) const {

@@ -295,8 +295,11 @@ std::string compare_table_text(const CompareReport& rep) {
     out +=
         "hybrid rows (a per-layer mixer list): structure, cost, path and congestion per item of the list as "
         "written;\n"
-        "time/tok and cache are the worst layer's (layers without a pattern are not measured).\n";
+        "time/tok and cache are the worst layer's.\n";
   }
+  // Families that are not a pattern: what their analysis columns are (Mixer::cost_figures).
+  for (const auto& r : rep.rows)
+    if (!r.analysis_basis.empty()) out += fmt::format("{}: {}.\n", r.mixer, r.analysis_basis);
   if (lm) {
     out +=
         "lm: perplexity and bits per byte of the Brown valid stream (sliding window, mixlab/train/lm_eval.h); params "
@@ -439,7 +442,7 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
   csv += ",train_tokens_per_s,decode_us_per_token,parameters,train_seconds";
   csv += lm ? ",lm_ppl,lm_ppl_min,lm_ppl_max,lm_bits_per_byte,d_model" : "";
   for (const auto& t : rep.tasks) csv += "," + t + "_lr";
-  csv += "\n";
+  csv += ",analysis_basis\n";
   auto quote = [](const std::string& s) {
     std::string q = "\"";
     for (char c : s) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
@@ -457,6 +460,7 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"cache", r.cache_max},
               {"shortest_path", r.shortest},
               {"congestion", r.congestion},
+              {"analysis_basis", r.analysis_basis},
               {"analysis_per_layer", r.per_layer},
               {"eval_token_acc", r.token_acc},
               {"answer_acc", r.answer_acc},
@@ -504,7 +508,7 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
       csv += ",,,,,";
     }
     for (const auto& t : rep.tasks) csv += r.lr.count(t) ? fmt::format(",{:g}", r.lr.at(t)) : std::string(",");
-    csv += "\n";
+    csv += "," + quote(r.analysis_basis) + "\n";
   }
   const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds},       {"jobs", rep.jobs},
                     {"seeds", rep.seeds},   {"lrs", rep.lrs},     {"config", rep.config_example}, {"rows", rows}};

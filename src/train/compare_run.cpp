@@ -60,21 +60,35 @@ double decode_us_per_token(DecoderModel& model, int64_t T) {
 
 // The analysis columns of one mixer.
 struct MixerAnalysis {
-  std::string structure, pattern, cost_class, shortest = "—", congestion = "—";
+  std::string structure, pattern, cost_class, shortest = "—", congestion = "—", basis;
   int64_t cost_max = -1, cache_max = -1;
 };
 
+// A pattern mixer: its pattern measured by the analysis. Any other family: the pattern its graph
+// equals, measured the same way, or the figures it counts from its own definition
+// (Mixer::cost_figures); `basis` then says which.
 MixerAnalysis analyze_mixer(Mixer& mixer, int64_t T) {
   MixerAnalysis a;
   a.cost_class = mixer.cost_class();
   a.pattern = mixer.pattern_spec();
+  std::string measured = a.pattern;
   if (a.pattern.empty()) {
-    a.structure = mixer.spec();
-    return a;
+    const MixerCostFigures f = mixer.cost_figures(T);
+    a.structure = f.structure.empty() ? mixer.spec() : f.structure;
+    a.basis = f.basis;
+    if (f.empty()) return a;
+    if (f.equivalent_pattern.empty()) {
+      a.cost_max = f.time_max;
+      a.cache_max = f.cache_max;
+      a.shortest = f.shortest;
+      a.congestion = f.congestion;
+      return a;
+    }
+    measured = f.equivalent_pattern;
   }
-  const Pattern p = Pattern::parse(a.pattern);
+  const Pattern p = Pattern::parse(measured);
   const PatternReport r = analyze_pattern(p, T, AnalyzeOptions{});
-  a.structure = r.structure;
+  if (!a.pattern.empty()) a.structure = r.structure;
   a.cost_max = r.cost_max;
   a.cache_max = r.cache_max;
   a.shortest = format_shortest_path(r.shortest_path);
@@ -96,11 +110,12 @@ void fill_analysis(CompareRow& row, DecoderModel& model, int64_t T) {
     row.cache_max = a.cache_max;
     row.shortest = a.shortest;
     row.congestion = a.congestion;
+    row.analysis_basis = a.basis;
     return;
   }
   row.per_layer = true;
   std::map<std::string, MixerAnalysis> done;  // one analysis per distinct member
-  std::vector<std::string> structure, pattern, cost_class, shortest, congestion;
+  std::vector<std::string> structure, pattern, cost_class, shortest, congestion, basis;
   int64_t block = 0;
   for (const auto& item : mixer_layer_list(row.mixer, model.dims().layers)) {
     Mixer& mixer = model.blocks()[static_cast<size_t>(block)]->mixer();
@@ -114,6 +129,7 @@ void fill_analysis(CompareRow& row, DecoderModel& model, int64_t T) {
     cost_class.push_back(a.cost_class + times);
     shortest.push_back(a.shortest + times);
     congestion.push_back(a.congestion + times);
+    if (!a.basis.empty()) basis.push_back(item.spec + ": " + a.basis);
     row.cost_max = std::max(row.cost_max, a.cost_max);
     row.cache_max = std::max(row.cache_max, a.cache_max);
   }
@@ -122,6 +138,9 @@ void fill_analysis(CompareRow& row, DecoderModel& model, int64_t T) {
   row.cost_class = fmt::format("{}", fmt::join(cost_class, "|"));
   row.shortest = fmt::format("{}", fmt::join(shortest, "|"));
   row.congestion = fmt::format("{}", fmt::join(congestion, "|"));
+  std::sort(basis.begin(), basis.end());
+  basis.erase(std::unique(basis.begin(), basis.end()), basis.end());
+  row.analysis_basis = fmt::format("{}", fmt::join(basis, "; "));
 }
 
 }  // namespace

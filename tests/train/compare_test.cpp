@@ -47,6 +47,37 @@ TEST(TrainCompare, ParallelJobsGiveTheSameTable) {
   std::filesystem::remove_all(dir);
 }
 
+// Every family gets analysis figures: a pattern's, the pattern its graph equals (toeplitz: causal,
+// an affine member: order:1), or counts from its definition (brl, tpsm), with the basis printed.
+TEST(TrainCompare, EveryFamilyHasAnalysisFigures) {
+  const auto dir = std::filesystem::temp_directory_path() / "mixlab_compare_families";
+  CompareOptions o = tiny_options(1, dir.string());
+  o.tasks = {"copy"};
+  o.mixers = {"toeplitz", "gla", "brl:w=4:m=2:block=4", "tpsm:c=2", "local:4"};
+  o.overrides["steps"] = 1;
+  const CompareReport rep = compare_run(o);
+  ASSERT_EQ(rep.rows.size(), 5u);
+  const int64_t T = rep.rows[0].analysis_T;  // copy with length 12: T = 25
+  for (const auto& r : rep.rows) {
+    SCOPED_TRACE(r.mixer);
+    ASSERT_TRUE(r.ran) << r.note;
+    EXPECT_GE(r.cost_max, 1);
+    EXPECT_GE(r.cache_max, 1);
+    EXPECT_NE(r.shortest, "—");
+    EXPECT_NE(r.congestion, "—");
+    EXPECT_EQ(r.analysis_basis.empty(), r.mixer == "local:4");  // a pattern mixer needs no basis
+  }
+  EXPECT_EQ(rep.rows[0].cost_max, T - 1);  // toeplitz = causal: the last row reads every earlier one
+  EXPECT_EQ(rep.rows[0].shortest, "1");
+  EXPECT_EQ(rep.rows[1].cost_max, 1);  // gla = order:1
+  EXPECT_EQ(rep.rows[1].shortest, std::to_string(T - 1));
+  EXPECT_EQ(rep.rows[2].shortest, "∞");  // brl: one layer sees the window and the previous block
+  EXPECT_EQ(rep.rows[3].structure, "Transformer-PSM (c = 2)");
+  const std::string text = compare_table_text(rep);
+  EXPECT_NE(text.find("tpsm:c=2: counted from Alg. 3/4"), std::string::npos) << text;
+  std::filesystem::remove_all(dir);
+}
+
 // --seeds N: every cell is the mean of N runs with seeds seed .. seed+N-1, shown with min..max;
 // the first seed's run is the single-seed run; 0 seeds is an error.
 TEST(TrainCompare, SeedsReportMeanAndRange) {

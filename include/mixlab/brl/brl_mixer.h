@@ -84,6 +84,8 @@ class BrlMixer : public MemoryMixer {
   std::unique_ptr<MixerState> init_state(int64_t batch) override;
   std::string spec() const override;
   std::string cost_class() const override { return "O(k)"; }
+  /// Counted from the definition per layer (src/brl/brl_cost.cpp).
+  MixerCostFigures cost_figures(int64_t T) const override;
 
   const BrlOptions& options() const { return opt_; }
   int64_t block() const { return opt_.block; }

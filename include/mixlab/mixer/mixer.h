@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "mixlab/mixer/cost_figures.h"
 #include "mixlab/mixer/state_io.h"
 
 namespace mixlab {
@@ -69,6 +70,12 @@ class Mixer : public torch::nn::Module {
   /// Y = (I-B)^-1 A X view, for the analysis columns of `mixlab compare`; "" when the mixer is
   /// not a pattern mixer (Toeplitz, affine recurrences with matrix state).
   virtual std::string pattern_spec() const { return ""; }
+  /// For a mixer that is not a pattern mixer: its figures at length T from its own definition,
+  /// or the pattern its dependency graph equals (mixlab/mixer/cost_figures.h). Default: none.
+  virtual MixerCostFigures cost_figures(int64_t T) const {
+    (void)T;
+    return {};
+  }
 
   /// x (B,T,C), T >= 1 -> y (B,T,C); advances the state by T tokens. Equals forward over the
   /// whole prefix (rows of this chunk), whatever the chunking. Default: a loop of step.

@@ -179,6 +179,8 @@ class TpsmMixer : public Mixer {
   torch::Tensor step(MixerState& state, const torch::Tensor& x_t) override;
   std::string spec() const override;
   std::string cost_class() const override { return "O(1)"; }
+  /// Counted from Alg. 3/4 per layer (src/psm/tpsm_cost.cpp).
+  MixerCostFigures cost_figures(int64_t T) const override;
 
   /// Agg_θ(left, right): left (N,c,d) the earlier block, right (N,c,d) -> (N,c,d).
   torch::Tensor agg(const torch::Tensor& left, const torch::Tensor& right);

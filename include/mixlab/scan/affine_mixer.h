@@ -124,6 +124,9 @@ class AffineMixer : public Mixer {
   torch::Tensor prefill(MixerState& state, const torch::Tensor& x) override;
   std::string spec() const override;
   std::string cost_class() const override { return "O(1)"; }
+  /// S_t depends on S_{t-1} and x_t only: the graph of `order:1`, its one cached position the
+  /// matrix state.
+  MixerCostFigures cost_figures(int64_t T) const override;
 
   void set_form(AffineForm form) { form_ = form; }
   AffineForm form() const { return form_; }

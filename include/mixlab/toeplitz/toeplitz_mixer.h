@@ -85,6 +85,8 @@ class ToeplitzMixer : public Mixer {
   torch::Tensor prefill(MixerState& state, const torch::Tensor& x) override;
   std::string spec() const override;
   std::string cost_class() const override { return "O(n)"; }
+  /// Row t reads every past input (a dense causal kernel): the graph of `causal`.
+  MixerCostFigures cost_figures(int64_t T) const override;
 
   int64_t heads() const { return heads_; }
   int64_t kernel() const { return kernel_; }

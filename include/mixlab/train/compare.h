@@ -6,7 +6,8 @@
 //   shortest path (max over pairs) | congestion (copy routing on T nodes, lower..upper bound) |
 //   accuracy per task (held-out token accuracy on answer positions, %) |
 //   training tokens/s (mean over the tasks) | decode µs/token (model.step over T tokens, B = 1)
-// Mixers that are not pattern mixers (pattern_spec() == "") show their cost_class and "—".
+// Mixers that are not pattern mixers (pattern_spec() == "") show the figures of Mixer::cost_figures
+// (mixlab/mixer/cost_figures.h): the pattern their graph equals, or counts from their definition.
 // A hybrid stack (a per-layer list such as "ssm*3|attention", mixlab/registry/layer_specs.h) is
 // one row: structure, cost class, path and congestion per item of its list as written
 // ("...*3|causal"), time/token and cache those of its worst layer; the report says so.
@@ -142,10 +143,12 @@ struct CompareRow {
   std::string pattern;     // pattern spec, "" for non-pattern mixers
   std::string cost_class;  // asymptotic decode cost class of the mixer
   int64_t analysis_T = 0;
-  int64_t cost_max = -1;                     // max |P(i)| at T (-1: not a pattern mixer)
-  int64_t cache_max = -1;                    // max cache at T
-  std::string shortest;                      // "3", "∞", "—"
-  std::string congestion;                    // "4" or "3..5", "—"
+  int64_t cost_max = -1;   // max |P(i)| at T (-1: not a pattern mixer)
+  int64_t cache_max = -1;  // max cache at T
+  std::string shortest;    // "3", "∞", "—"
+  std::string congestion;  // "4" or "3..5", "—"
+  // Non-pattern families (Mixer::cost_figures): what the four figures above are, "" for patterns.
+  std::string analysis_basis;
   std::map<std::string, double> token_acc;   // per task, in [0, 1]
   std::map<std::string, double> answer_acc;  // per task, in [0, 1]
   std::map<std::string, double> eval_loss;   // per task, held-out cross-entropy per scored token

@@ -1,0 +1,104 @@
+// BrlMixer::cost_figures against an explicit graph: inputs, outputs and one node per block's
+// compressed tokens, breadth-first distances for the path and the copy routes, and a hand count of time and
+// cache for a small case.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "mixlab/brl/brl_mixer.h"
+
+namespace mixlab {
+namespace {
+
+std::shared_ptr<BrlMixer> make(const std::string& args) {
+  MixerDims d;
+  d.d_model = 8;
+  d.n_heads = 2;
+  d.max_len = 512;
+  return std::dynamic_pointer_cast<BrlMixer>(brl_mixer_create("brl:" + args, args, d));
+}
+
+constexpr int kNone = 1 << 30;
+
+// One layer of BRL as a graph: inputs 0..T-1, outputs T..2T-1 (an output feeds nothing inside
+// the layer), then node 2T + k for block k's compressed tokens (fed by every input of block k-1,
+// read by every output of block k). dist[j][i]: hops from input j to output i.
+std::vector<std::vector<int>> row_distances(int64_t T, int64_t W, int64_t N) {
+  const int64_t blocks = (T + N - 1) / N;
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(2 * T + blocks));
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = std::max<int64_t>(0, i - W); j <= i; ++j) out[j].push_back(T + i);
+  for (int64_t k = 1; k < blocks; ++k) {
+    for (int64_t j = (k - 1) * N; j < k * N; ++j) out[j].push_back(2 * T + k);
+    for (int64_t i = k * N; i < std::min(T, (k + 1) * N); ++i) out[2 * T + k].push_back(T + i);
+  }
+  std::vector<std::vector<int>> dist(static_cast<size_t>(T), std::vector<int>(static_cast<size_t>(T), kNone));
+  for (int64_t s = 0; s < T; ++s) {
+    std::vector<int> d(out.size(), kNone);
+    std::queue<int64_t> q;
+    d[s] = 0;
+    q.push(s);
+    while (!q.empty()) {
+      const int64_t u = q.front();
+      q.pop();
+      for (int64_t v : out[u])
+        if (d[v] == kNone) d[v] = d[u] + 1, q.push(v);
+    }
+    for (int64_t r = 0; r < T; ++r) dist[s][r] = d[T + r];
+  }
+  return dist;
+}
+
+TEST(BrlCost, PathAndCongestionMatchTheGraph) {
+  for (int64_t W : {1, 2, 4, 8})
+    for (int64_t N : {2, 3, 4, 8})
+      for (int64_t T : {1, 2, 5, 9, 16, 17, 33}) {
+        SCOPED_TRACE("W " + std::to_string(W) + " N " + std::to_string(N) + " T " + std::to_string(T));
+        const auto f = make("w=" + std::to_string(W) + ":m=2:block=" + std::to_string(N))->cost_figures(T);
+        const auto dist = row_distances(T, W, N);
+        int longest = 0;
+        bool unreachable = false;
+        for (int64_t j = 0; j < T; ++j)
+          for (int64_t i = j + 1; i < T; ++i) {
+            if (dist[j][i] == kNone)
+              unreachable = true;
+            else
+              longest = std::max(longest, dist[j][i]);
+          }
+        EXPECT_EQ(f.shortest, unreachable ? "∞" : std::to_string(longest));
+        const int64_t n = T / 2;
+        bool routable = true, direct = true;
+        for (int64_t i = 0; i < n; ++i) {
+          routable = routable && dist[i][i + n] != kNone;
+          direct = direct && dist[i][i + n] == 1;
+        }
+        if (n == 0)
+          EXPECT_EQ(f.congestion, "n/a");
+        else if (!routable)
+          EXPECT_EQ(f.congestion, "∞");
+        else if (direct)
+          EXPECT_EQ(f.congestion, "1");
+        else
+          EXPECT_EQ(f.congestion.rfind("≥", 0), 0u) << f.congestion;
+      }
+}
+
+TEST(BrlCost, TimeAndCacheCountedByHand) {
+  // W 2, m 3, N 4, T 10. time(t) = min(t,2) + 3, + 4 at t = 4 and 8:
+  // 3 4 5 5 9 5 5 5 9 5 -> max 9, sum 55. cache(t) = min(t+1,2) + t%4 + 1 + 3: max 2 + 4 + 3 = 9.
+  const auto f = make("w=2:m=3:block=4")->cost_figures(10);
+  EXPECT_TRUE(f.equivalent_pattern.empty());
+  EXPECT_EQ(f.time_max, 9);
+  EXPECT_DOUBLE_EQ(f.time_mean, 5.5);
+  EXPECT_EQ(f.cache_max, 9);
+  EXPECT_FALSE(f.basis.empty());
+  // Copy congestion at T 16 with W 2, N 8: routes i -> i+8 all cross one block boundary; the 8
+  // routes into block 1 share its m = 3 compressed tokens: >= ceil(8/3) = 3.
+  EXPECT_EQ(make("w=2:m=3:block=8")->cost_figures(16).congestion, "≥3");
+}
+
+}  // namespace
+}  // namespace mixlab
