@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <queue>
 #include <string>
 #include <vector>
 
 #include "mixlab/brl/brl_mixer.h"
+#include "support/graph_hops.h"
 
 namespace mixlab {
 namespace {
@@ -37,17 +37,8 @@ std::vector<std::vector<int>> row_distances(int64_t T, int64_t W, int64_t N) {
   }
   std::vector<std::vector<int>> dist(static_cast<size_t>(T), std::vector<int>(static_cast<size_t>(T), kNone));
   for (int64_t s = 0; s < T; ++s) {
-    std::vector<int> d(out.size(), kNone);
-    std::queue<int64_t> q;
-    d[s] = 0;
-    q.push(s);
-    while (!q.empty()) {
-      const int64_t u = q.front();
-      q.pop();
-      for (int64_t v : out[u])
-        if (d[v] == kNone) d[v] = d[u] + 1, q.push(v);
-    }
-    for (int64_t r = 0; r < T; ++r) dist[s][r] = d[T + r];
+    const std::vector<int> d = testing::graph_hops(out, s);
+    for (int64_t r = 0; r < T; ++r) dist[s][r] = d[T + r] < 0 ? kNone : d[T + r];
   }
   return dist;
 }

@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <queue>
 #include <string>
 #include <vector>
 
 #include "mixlab/psm/tpsm.h"
+#include "support/graph_hops.h"
 
 namespace {
 
@@ -99,16 +99,7 @@ int longest_path(int64_t T, int64_t c) {
   }
   int longest = 0;
   for (int64_t s = 0; s < T; ++s) {
-    std::vector<int> d(out.size(), -1);
-    std::queue<int64_t> q;
-    d[s] = 0;
-    q.push(s);
-    while (!q.empty()) {
-      const int64_t u = q.front();
-      q.pop();
-      for (int64_t v : out[u])
-        if (d[v] < 0) d[v] = d[u] + 1, q.push(v);
-    }
+    const std::vector<int> d = mixlab::testing::graph_hops(out, s);
     for (int64_t r = s + 1; r < T; ++r) {
       EXPECT_GE(d[T + r], 1) << "output " << r << " does not see input " << s;
       longest = std::max(longest, d[T + r]);
