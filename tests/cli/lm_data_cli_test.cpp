@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -130,4 +132,75 @@ TEST(LmDataCli, EveryTaskTrainsWithItsDefaults) {
   const auto c = run_mixlab(dir, "train --task copy --steps 1 --quiet --out " + dir + "/copy --threads 1");
   EXPECT_EQ(c.code, 0) << c.output;
   expect_failure(dir, "train --task copy --steps 1 --threads 0", "--threads");
+}
+
+namespace {
+
+// The files of a cache folder, and whether any is a temporary one left by a write.
+std::vector<std::string> cache_files(const std::string& dir) {
+  std::vector<std::string> names;
+  if (!fs::exists(dir)) return names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void write_corpus(const std::string& dir, int documents, int lines) {
+  for (int i = 0; i < documents; ++i) {
+    std::string text;
+    for (int l = 0; l < lines; ++l) text += fmt::format("Document {} line {} carries a few more words.\n", i, l);
+    write(fs::path(dir) / fmt::format("doc{:03d}.txt", i), text);
+  }
+}
+
+}  // namespace
+
+// Issue 37 item 6: several runs that build the same LM token cache at once all succeed and leave
+// one intact cache per split (each writer renames a complete file of identical bytes over the
+// path; a reader maps whichever complete file it finds), never a torn or temporary file.
+TEST(LmDataCli, ConcurrentBuildersLeaveOneIntactCache) {
+  const std::string dir = temp_dir("concurrent");
+  write_corpus(dir + "/texts", 40, 40);
+  std::string script;
+  for (int i = 0; i < 4; ++i)
+    script += fmt::format(
+        "(MIXLAB_CACHE_DIR={0}/cache {1}/mixlab train --task lm --set corpus={0}/texts{2} --out {0}/run{3} "
+        "> {0}/log{3}.txt 2>&1; echo $? > {0}/rc{3}) & ",
+        dir, MIXLAB_BINARY_DIR, kTiny, i);
+  const auto r = run_command(script + "wait");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (int i = 0; i < 4; ++i) {
+    std::ifstream rc(fmt::format("{}/rc{}", dir, i));
+    int code = -1;
+    rc >> code;
+    std::ifstream log(fmt::format("{}/log{}.txt", dir, i));
+    EXPECT_EQ(code, 0) << std::string(std::istreambuf_iterator<char>(log), {});
+  }
+  const auto files = cache_files(dir + "/cache");
+  EXPECT_EQ(files.size(), 2u) << "train and valid caches only";  // train + eval's valid split
+  for (const auto& f : files) EXPECT_EQ(f.find(".tmp"), std::string::npos) << f;
+  // The caches load (their checksums hold): a fifth run reads them instead of building new ones.
+  const auto again =
+      run_mixlab(dir, "train --task lm --set corpus=" + dir + "/texts" + kTiny + " --out " + dir + "/run4");
+  ASSERT_EQ(again.code, 0) << again.output;
+  EXPECT_EQ(cache_files(dir + "/cache"), files);
+}
+
+// A full disk while the cache is written: an I/O error (exit 3) naming the cache file, and no
+// partial or temporary cache left; the next run builds it whole.
+TEST(LmDataCli, DiskFullDuringCacheBuildLeavesNoPartialCache) {
+  const std::string dir = temp_dir("cache_enospc");
+  write_corpus(dir + "/texts", 40, 200);  // about 380 KB of text: a cache of about 760 KB
+  const auto r = run_command("LD_PRELOAD=" MIXLAB_BINARY_DIR
+                             "/libmixlab_enospc_shim.so MIXLAB_ENOSPC_AFTER=65536 "
+                             "MIXLAB_CACHE_DIR=" +
+                             dir + "/cache " MIXLAB_BINARY_DIR "/mixlab train --task lm --set corpus=" + dir +
+                             "/texts" + kTiny + " --out " + dir + "/run 2>&1");
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(dir + "/cache/lm-"), std::string::npos) << r.output;
+  EXPECT_TRUE(cache_files(dir + "/cache").empty()) << fmt::format("{}", fmt::join(cache_files(dir + "/cache"), " "));
+  const auto ok = run_mixlab(dir, "train --task lm --set corpus=" + dir + "/texts" + kTiny + " --out " + dir + "/run2");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_EQ(cache_files(dir + "/cache").size(), 2u);
 }
