@@ -284,7 +284,8 @@ Batch task_eval_batch(const TaskSpec& spec, int64_t batch_size, int64_t index, u
   }
   if (is_mad_like(spec.name)) {
     task_validate(spec);
-    return mad_like_generate(spec, batch_size, spec.length, task_seed_mix(seed, 3, static_cast<uint64_t>(index)), true);
+    return mad_like_generate(spec, batch_size, spec.length, task_seed_mix(seed, stream, static_cast<uint64_t>(index)),
+                             true);
   }
   return task_generate(spec, batch_size, spec.length, is_recall_like(spec.name) ? spec.pairs : 0,
                        task_seed_mix(seed, stream, static_cast<uint64_t>(index)));

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "mixlab/train/compare.h"
+#include "mixlab/train/tasks.h"
 #include "mixlab_test_paths.h"
 #include "train_test_util.h"
 
@@ -43,6 +44,21 @@ TEST(TrainConfig, EveryTaskValidatesWithItsDefaults) {
   EXPECT_EQ(s5.task.length, 18);
   EXPECT_EQ(parse(R"({"task": "s5", "elements": 3})").task.vocab, 10);
   EXPECT_EQ(parse(R"({"task": "s5", "vocab": 200})").task.vocab, 200);
+}
+
+// compare --lr and stop_at choose on the validation split and report the test split: for every
+// generated task the two are different rows (the MAD suite, selective copying and induction read
+// the test stream for both until 2026-11-27).
+TEST(TrainConfig, EveryGeneratedTaskHasDistinctValidationAndTestRows) {
+  for (const std::string& task : task_names()) {
+    if (task == "file" || task == "lm" || task == "textcopy") continue;  // data files: their own tests
+    SCOPED_TRACE(task);
+    const TaskSpec spec = parse(fmt::format(R"({{"task": "{}"}})", task)).task;
+    const Batch test = task_eval_batch(spec, 4, 0, 5, EvalSplit::kTest);
+    const Batch valid = task_eval_batch(spec, 4, 0, 5, EvalSplit::kValid);
+    EXPECT_TRUE(torch::equal(test.tokens, task_eval_batch(spec, 4, 0, 5).tokens)) << "the reported split";
+    EXPECT_FALSE(torch::equal(valid.tokens, test.tokens));
+  }
 }
 
 TEST(TrainConfig, LmDataSources) {
