@@ -1,4 +1,4 @@
-// BrlMixer::cost_figures against an explicit graph: inputs, outputs and one node per block's
+// BrlMixer::cost_figures (src/brl/brl_cost.cpp) against an explicit graph: inputs, outputs and one node per block's
 // compressed tokens, breadth-first distances for the path and the copy routes, and a hand count of time and
 // cache for a small case.
 #include <gtest/gtest.h>

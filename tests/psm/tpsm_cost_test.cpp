@@ -1,6 +1,6 @@
-// TpsmMixer::cost_figures against the mixer itself and an explicit graph: time and cache from the
-// decode state's own counter (agg calls and roots after every step), the longest path by
-// breadth-first search over the counter's Agg DAG, the congestion bound for a case counted by hand.
+// TpsmMixer::cost_figures (src/psm/tpsm_cost.cpp) against the mixer itself and an explicit graph: time and cache from
+// the decode state's own counter (agg calls and roots after every step), the longest path by breadth-first search over
+// the counter's Agg DAG, the congestion bound for a case counted by hand.
 #include <gtest/gtest.h>
 
 #include <algorithm>
