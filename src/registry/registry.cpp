@@ -64,14 +64,16 @@ const FamilyRow kFamilies[] = {
        return std::make_shared<AttentionMixer>(dims, size_arg(spec, args, "local", "window W", 8));
      }},
     {MixerFamily::kSsm,
-     {"ssm", "ssm[:N]", "diagonal SSM, Mamba parameterisation (seed 000 eq. 21-22), state expansion N (default 16)"},
+     {"ssm", "ssm[:N]",
+      "selective diagonal SSM, one step per channel (S6, Mamba-1's recurrence; seed 000 eq. 21-22), state "
+      "expansion N (default 16)"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return std::make_shared<SsmMixer>(dims, size_arg(spec, args, "ssm", "state size N", 16));
      }},
     {MixerFamily::kResolvent,
-     {"resolvent", "resolvent:<pattern spec>[:gate=G|mamba2]",
+     {"resolvent", "resolvent:<pattern spec>[:gate=G|spectrum]",
       "Y = (I-B)^-1 A X over a sparsity pattern (seed 000), e.g. resolvent:pow2+cache; gated (initial gate G, "
-      "default 0.5), RoPE"},
+      "default 0.5, or spectrum: Mamba-2's decay init), RoPE"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        ResolventOptions options;
        const std::string pattern = resolvent_spec_parse(spec, args, options);
@@ -97,7 +99,8 @@ const FamilyRow kFamilies[] = {
      }},
     {MixerFamily::kMamba,
      {"mamba", "mamba[:chunk]",
-      "Mamba/S6 selective SSM as a matrix state, per-head step (seed 004 Table 1); O(1) per token"},
+      "seed 004 Table 1's Mamba row: S6 as an affine matrix state with one step per head (Mamba-2's "
+      "simplification); O(1) per token"},
      [](const std::string& spec, const std::string& args, const MixerDims& dims) -> MixerPtr {
        return affine_mixer_create("mamba", spec, args, dims);
      }},

@@ -37,6 +37,26 @@ struct ResolventParams {
   const scalar_t* py = nullptr;     // (Np,D) past outputs
 };
 
+// Gradients of one row, grouped so that the kernels pass them as one argument.
+template <typename scalar_t>
+struct ResolventGrads {
+  scalar_t* h = nullptr;       // (T,D) in: upstream gradient; out: H = (I − B)⁻ᵀ G
+  scalar_t* dalpha = nullptr;  // (T,WA)
+  scalar_t* dbeta = nullptr;   // (T,WB)
+  scalar_t* dx = nullptr;      // (T,D)
+  scalar_t* dgate = nullptr;   // (T,D) or null
+};
+
+// The loops below are compiled by every file that includes this header, and by the per-ISA objects
+// of resolvent_plain_loops.inc with their own -m flags. The inline namespace gives each build its
+// own mangled names (kernel_baseline here, kernel_avx2 ... there), so the linker can never hand an
+// AVX2 instantiation to a caller on a CPU without AVX2 (the One Definition Rule would otherwise
+// let it pick either). The params structs above are shared: they cross between the builds.
+#ifndef MIXLAB_RESOLVENT_KERNEL_NS
+#define MIXLAB_RESOLVENT_KERNEL_NS kernel_baseline
+#endif
+inline namespace MIXLAB_RESOLVENT_KERNEL_NS {
+
 template <typename scalar_t>
 inline scalar_t dot(const scalar_t* __restrict a, const scalar_t* __restrict b, int64_t D) {
   scalar_t s = 0;
@@ -87,16 +107,6 @@ inline void row_finish(const ResolventParams<scalar_t>& p, int64_t i, const scal
     for (int64_t d = 0; d < p.D; ++d) yi[d] = u[d] + w[d];
   }
 }
-
-// Gradients of one row, grouped so that the kernels pass them as one argument.
-template <typename scalar_t>
-struct ResolventGrads {
-  scalar_t* h = nullptr;       // (T,D) in: upstream gradient; out: H = (I − B)⁻ᵀ G
-  scalar_t* dalpha = nullptr;  // (T,WA)
-  scalar_t* dbeta = nullptr;   // (T,WB)
-  scalar_t* dx = nullptr;      // (T,D)
-  scalar_t* dgate = nullptr;   // (T,D) or null
-};
 
 // Backward of row i's own terms, once h_i is final: hu = ∂/∂u, hw = ∂/∂w; dα_i0, dx_i; and, for
 // the gate gradient, u and w restarted as in the forward.
@@ -263,4 +273,5 @@ void resolvent_backward_slice_blocked(const ResolventParams<scalar_t>& p, const 
   }
 }
 
+}  // namespace MIXLAB_RESOLVENT_KERNEL_NS
 }  // namespace mixlab::detail

@@ -31,11 +31,11 @@ ResolventMixer::ResolventMixer(const std::string& pattern_spec, const MixerDims&
   in_proj_ = register_module("in_proj", torch::nn::Linear(C, n_proj_ * C));
   out_proj_ = register_module("out_proj", torch::nn::Linear(C, C));
   torch::NoGradGuard no_grad;
-  MIXLAB_CHECK(options.gate_init == kGateInitMamba2 || (options.gate_init > 0 && options.gate_init < 1),
-               "{}: gate_init must be in (0, 1) or kGateInitMamba2, got {}", fn, options.gate_init);
+  MIXLAB_CHECK(options.gate_init == kGateInitSpectrum || (options.gate_init > 0 && options.gate_init < 1),
+               "{}: gate_init must be in (0, 1) or kGateInitSpectrum, got {}", fn, options.gate_init);
   if (gated()) {
     torch::Tensor g0;
-    if (options.gate_init == kGateInitMamba2) {
+    if (options.gate_init == kGateInitSpectrum) {
       // Mamba-2 decay init: g = exp(−Δ a), Δ log-uniform in [1e-3, 1e-1], a uniform in [1, 16].
       auto dt = torch::exp(torch::rand({C}) * (std::log(1e-1) - std::log(1e-3)) + std::log(1e-3));
       auto a = 1 + 15 * torch::rand({C});
@@ -206,12 +206,13 @@ std::string resolvent_spec_parse(const std::string& spec, const std::string& arg
   // "geom:1.5+power:1.5" with one ':' per operand) are positional; Pattern::parse reads them.
   const SpecArgs a(mixer_spec_context(spec), "resolvent", args, {"gate"}, 16);
   if (a.has("gate")) {
-    if (a.text("gate") == "mamba2") {
-      options.gate_init = kGateInitMamba2;
+    // "mamba2" is the option's name until 2026-11-27, kept so old specs and checkpoints load.
+    if (a.text("gate") == "spectrum" || a.text("gate") == "mamba2") {
+      options.gate_init = kGateInitSpectrum;
     } else {
       options.gate_init = a.real("gate", options.gate_init, 0, 1);
       MIXLAB_CHECK(options.gate_init > 0 && options.gate_init < 1,
-                   "{} must be strictly between 0 and 1 (or mamba2), got {}", a.key_context("gate"), a.text("gate"));
+                   "{} must be strictly between 0 and 1 (or spectrum), got {}", a.key_context("gate"), a.text("gate"));
     }
   }
   return fmt::format("{}", fmt::join(a.positional(), ":"));

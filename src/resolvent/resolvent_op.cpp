@@ -10,8 +10,8 @@
 #include "mixlab/resolvent/resolvent.h"
 #include "resolvent_dense_blocks.h"
 #include "resolvent_kernel.h"
+#include "resolvent_plain_loops.h"
 #include "resolvent_row_kernels.h"
-#include "static_switch.h"
 
 namespace mixlab {
 
@@ -152,174 +152,78 @@ struct SliceInputs {
   int64_t npx = 0, npy = 0;             // rows per slice of px / py
 
   template <typename scalar_t>
-  detail::ResolventParams<scalar_t> at(detail::ResolventParams<scalar_t> p, int64_t bh) const {
-    p.alpha = alpha.data_ptr<scalar_t>() + bh * p.T * p.WA;
-    p.beta = beta.data_ptr<scalar_t>() + bh * p.T * p.WB;
-    p.gate = gate.numel() > 0 ? gate.data_ptr<scalar_t>() + bh * p.T * p.D : nullptr;
-    p.x = x.data_ptr<scalar_t>() + bh * p.T * p.D;
-    p.px = px.numel() > 0 ? px.data_ptr<scalar_t>() + bh * npx * p.D : nullptr;
-    p.py = py.numel() > 0 ? py.data_ptr<scalar_t>() + bh * npy * p.D : nullptr;
-    return p;
+  detail::resolvent_loops::SlicePointers<scalar_t> pointers() const {
+    detail::resolvent_loops::SlicePointers<scalar_t> sp;
+    sp.alpha = alpha.data_ptr<scalar_t>();
+    sp.beta = beta.data_ptr<scalar_t>();
+    sp.gate = gate.numel() > 0 ? gate.data_ptr<scalar_t>() : nullptr;
+    sp.x = x.data_ptr<scalar_t>();
+    sp.px = px.numel() > 0 ? px.data_ptr<scalar_t>() : nullptr;
+    sp.py = py.numel() > 0 ? py.data_ptr<scalar_t>() : nullptr;
+    sp.npx = npx;
+    sp.npy = npy;
+    return sp;
   }
 };
 
-// Calls f(kA, kB, kOffsets, kGated) with the call's flags as std::integral_constant values
-// (static_switch.h): one of 16 kernel instantiations, chosen once per call.
-template <typename scalar_t, typename F>
-void resolvent_kernel_flags(const detail::ResolventParams<scalar_t>& p, bool gated, F&& f) {
-  using detail::bool_switch;
-  bool_switch(p.WA > 1, [&](auto a) {
-    bool_switch(p.WB > 0, [&](auto b) {
-      bool_switch(p.offsets != nullptr, [&](auto o) { bool_switch(gated, [&](auto g) { f(a, b, o, g); }); });
-    });
-  });
-}
-
-// Scratch elements per buffer for one slice: a block of rows for the blocked kernels, one row else.
-int64_t scratch_row_elems(bool use_blocked, int64_t D) {
-  return (use_blocked ? detail::kBlockRows : 1) * std::max<int64_t>(D, 1);
-}
-
-// Forward of slices [begin, end): y (BH,T,D).
+// The plain loops' build for one instruction set (resolvent_plain_loops.h).
 template <typename scalar_t>
-void forward_slices(const detail::ResolventParams<scalar_t>& base, const SliceInputs& in, bool use_blocked, scalar_t* y,
-                    int64_t begin, int64_t end) {
-  if (detail::dense_blocks_apply(base)) {
-    for (int64_t bh = begin; bh < end; ++bh)
-      detail::resolvent_forward_slice_dense(in.at(base, bh), y + bh * base.T * base.D);
-    return;
+struct PlainLoops {
+  void (*forward)(const detail::ResolventParams<scalar_t>&, const detail::resolvent_loops::SlicePointers<scalar_t>&,
+                  bool, scalar_t*, int64_t, int64_t);
+  void (*backward)(const detail::ResolventParams<scalar_t>&, const detail::resolvent_loops::SlicePointers<scalar_t>&,
+                   bool, const scalar_t*, const detail::ResolventGrads<scalar_t>&, int64_t, int64_t);
+};
+
+// Picked once per call from cpu_isa() (mixlab/core/cpu_isa.h; MIXLAB_CPU_ISA may ask for a lower
+// set). May throw: call it before the parallel region.
+template <typename scalar_t>
+PlainLoops<scalar_t> plain_loops() {
+  namespace rl = detail::resolvent_loops;
+#define MIXLAB_RESOLVENT_PLAIN_LOOPS(ns)                                               \
+  PlainLoops<scalar_t> {                                                               \
+    static_cast<decltype(PlainLoops<scalar_t>::forward)>(rl::ns::forward_slices),      \
+        static_cast<decltype(PlainLoops<scalar_t>::backward)>(rl::ns::backward_slices) \
   }
-  const int64_t n = scratch_row_elems(use_blocked, base.D);
-  std::vector<scalar_t> scratch(2 * n);
-  resolvent_kernel_flags(base, in.gate.numel() > 0, [&](auto a, auto b, auto o, auto g) {
-    constexpr bool kA = decltype(a)::value, kB = decltype(b)::value, kO = decltype(o)::value, kG = decltype(g)::value;
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const auto p = in.at(base, bh);
-      scalar_t* yb = y + bh * base.T * base.D;
-      if constexpr (kO) {
-        if (use_blocked) {
-          detail::resolvent_forward_slice_blocked<scalar_t, kA, kB, kG>(p, yb, scratch.data(), scratch.data() + n);
-          continue;
-        }
-      }
-      detail::resolvent_forward_slice<scalar_t, kA, kB, kO, kG>(p, yb, scratch.data(), scratch.data() + n);
-    }
-  });
-}
-
-// Backward of slices [begin, end): y (BH,T,D) the forward output; g holds slice 0's gradient
-// pointers (slice bh is offset by bh·T·D, bh·T·WA, bh·T·WB).
-template <typename scalar_t>
-void backward_slices(const detail::ResolventParams<scalar_t>& base, const SliceInputs& in, bool use_blocked,
-                     const scalar_t* y, const detail::ResolventGrads<scalar_t>& g, int64_t begin, int64_t end) {
-  const int64_t T = base.T, D = base.D, WA = base.WA, WB = base.WB;
-  const bool gated = g.dgate != nullptr, dense = detail::dense_blocks_apply(base);
-  const int64_t n = scratch_row_elems(use_blocked, D);
-  std::vector<scalar_t> scratch(4 * n);
-  scalar_t* sc = scratch.data();
-  resolvent_kernel_flags(base, gated, [&](auto fa, auto fb, auto fo, auto fg) {
-    constexpr bool kA = decltype(fa)::value, kB = decltype(fb)::value, kO = decltype(fo)::value,
-                   kG = decltype(fg)::value;
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const auto p = in.at(base, bh);
-      const int64_t off = bh * T * D;
-      const scalar_t* yb = y + off;
-      detail::ResolventGrads<scalar_t> gr;
-      gr.h = g.h + off;
-      gr.dalpha = g.dalpha + bh * T * WA;
-      gr.dbeta = g.dbeta + bh * T * WB;
-      gr.dx = g.dx + off;
-      gr.dgate = gated ? g.dgate + off : nullptr;
-      if (dense) {
-        detail::resolvent_backward_slice_dense(p, yb, gr);
-        continue;
-      }
-      if constexpr (kO) {
-        if (use_blocked) {
-          detail::resolvent_backward_slice_blocked<scalar_t, kA, kB, kG>(p, yb, gr, sc, sc + n, sc + 2 * n, sc + 3 * n);
-          continue;
-        }
-      }
-      detail::resolvent_backward_slice<scalar_t, kA, kB, kO, kG>(p, yb, gr, sc, sc + n, sc + 2 * n, sc + 3 * n);
-    }
-  });
-}
-
-// The same two loops built for AVX2 + FMA: `flatten` inlines every kernel they call into these
-// two functions, so the AVX2 code exists only here (no second instantiation of a template under
-// the same name for the linker to mix up) and runs only where use_avx2() says the CPU has it.
-// The row loops over D are the same source; the compiler vectorises them 8 floats wide with FMA
-// instead of the x86-64 baseline's 4 (docs/log/benchmarks-2026-11.md, resolvent section).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MIXLAB_AVX2_FLATTEN __attribute__((target("avx2,fma"), flatten))
-#else
-#define MIXLAB_AVX2_FLATTEN
-#endif
-
-template <typename scalar_t>
-MIXLAB_AVX2_FLATTEN void forward_slices_avx2(const detail::ResolventParams<scalar_t>& base, const SliceInputs& in,
-                                             bool use_blocked, scalar_t* y, int64_t begin, int64_t end) {
-  forward_slices(base, in, use_blocked, y, begin, end);
-}
-
-template <typename scalar_t>
-MIXLAB_AVX2_FLATTEN void backward_slices_avx2(const detail::ResolventParams<scalar_t>& base, const SliceInputs& in,
-                                              bool use_blocked, const scalar_t* y,
-                                              const detail::ResolventGrads<scalar_t>& g, int64_t begin, int64_t end) {
-  backward_slices(base, in, use_blocked, y, g, begin, end);
-}
-
-// Whether this call runs the AVX2 loops (mixlab/core/cpu_isa.h: avx2 or avx512, unless
-// MIXLAB_CPU_ISA asks for generic). May throw: call it before the parallel region.
-bool use_avx2() {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  return cpu_isa() >= CpuIsa::kAvx2;
-#else
-  return false;
-#endif
+  return MIXLAB_ISA_SELECT(cpu_isa(), MIXLAB_RESOLVENT_PLAIN_LOOPS);
+#undef MIXLAB_RESOLVENT_PLAIN_LOOPS
 }
 
 // The forward's loops for one call, picked on the calling thread (cpu_isa() may throw and the
 // guard is per thread: both outside the parallel region).
+template <typename scalar_t>
 struct ForwardLoops {
-  bool avx2 = false;  // the plain loops' AVX2 build
-  CpuIsa rows = CpuIsa::kGeneric;
-  bool use_rows = false;  // the register kernels of resolvent_row_kernels.h
+  using RowSlice = void (*)(const detail::ResolventParams<scalar_t>&, detail::resolvent_rows::RowFlags, scalar_t*);
+  PlainLoops<scalar_t> plain{};
+  RowSlice rows = nullptr;  // the register kernels of resolvent_row_kernels.h, when they apply
 };
 
 template <typename scalar_t>
-ForwardLoops forward_loops(const detail::ResolventParams<scalar_t>& base) {
-  ForwardLoops l;
-  l.avx2 = use_avx2();
-  l.rows = cpu_isa();
+ForwardLoops<scalar_t> forward_loops(const detail::ResolventParams<scalar_t>& base) {
+  namespace rk = detail::resolvent_rows;
+  ForwardLoops<scalar_t> l;
+  const CpuIsa isa = cpu_isa();
+  l.plain = plain_loops<scalar_t>();
   // The BLAS-3 block solve stays first where it applies (wide contiguous windows).
-  l.use_rows = !ResolventPlainLoopsGuard::active() && detail::resolvent_rows::supports<scalar_t>(base.D) &&
-               !detail::dense_blocks_apply(base);
+  if (!ResolventPlainLoopsGuard::active() && rk::supports<scalar_t>(base.D) && !detail::dense_blocks_apply(base)) {
+#define MIXLAB_RESOLVENT_ROWS(ns) static_cast<typename ForwardLoops<scalar_t>::RowSlice>(rk::ns::forward_slice)
+    l.rows = MIXLAB_ISA_SELECT(isa, MIXLAB_RESOLVENT_ROWS);
+#undef MIXLAB_RESOLVENT_ROWS
+  }
   return l;
 }
 
 // Forward of slices [begin, end) with the loops forward_loops() picked.
 template <typename scalar_t>
-void forward_slices_isa(const ForwardLoops& loops, const detail::ResolventParams<scalar_t>& base, const SliceInputs& in,
-                        bool use_blocked, scalar_t* y, int64_t begin, int64_t end) {
-  namespace rk = detail::resolvent_rows;
-  if (loops.use_rows) {
-    const rk::RowFlags flags{base.WA > 1, base.WB > 0, in.gate.numel() > 0};
-    using SliceFn = void (*)(const detail::ResolventParams<scalar_t>&, rk::RowFlags, scalar_t*);
-#define MIXLAB_RESOLVENT_ROWS(ns) static_cast<SliceFn>(rk::ns::forward_slice)
-    const SliceFn slice = MIXLAB_ISA_SELECT(loops.rows, MIXLAB_RESOLVENT_ROWS);
-#undef MIXLAB_RESOLVENT_ROWS
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const auto p = in.at(base, bh);
-      scalar_t* yb = y + bh * base.T * base.D;
-      slice(p, flags, yb);
-    }
+void forward_slices_isa(const ForwardLoops<scalar_t>& loops, const detail::ResolventParams<scalar_t>& base,
+                        const SliceInputs& in, bool use_blocked, scalar_t* y, int64_t begin, int64_t end) {
+  const auto sp = in.pointers<scalar_t>();
+  if (loops.rows) {
+    const detail::resolvent_rows::RowFlags flags{base.WA > 1, base.WB > 0, in.gate.numel() > 0};
+    for (int64_t bh = begin; bh < end; ++bh) loops.rows(sp.at(base, bh), flags, y + bh * base.T * base.D);
     return;
   }
-  if (loops.avx2)
-    forward_slices_avx2(base, in, use_blocked, y, begin, end);
-  else
-    forward_slices(base, in, use_blocked, y, begin, end);
+  loops.plain.forward(base, sp, use_blocked, y, begin, end);
 }
 
 class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
@@ -362,12 +266,10 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
       grads_base.dbeta = dbeta.data_ptr<scalar_t>();
       grads_base.dx = dx.data_ptr<scalar_t>();
       grads_base.dgate = gated ? dgate.data_ptr<scalar_t>() : nullptr;
-      const bool avx2 = use_avx2();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
+      const auto loops = plain_loops<scalar_t>();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
+      const auto sp = in.pointers<scalar_t>();
       at::parallel_for(0, BH, 1, [&](int64_t begin, int64_t end) {
-        if (avx2)
-          backward_slices_avx2(base, in, use_blocked, y.data_ptr<scalar_t>(), grads_base, begin, end);
-        else
-          backward_slices(base, in, use_blocked, y.data_ptr<scalar_t>(), grads_base, begin, end);
+        loops.backward(base, sp, use_blocked, y.data_ptr<scalar_t>(), grads_base, begin, end);
       });
     });
     return {dalpha, dbeta, dgate, dx, Tensor(), Tensor(), Tensor(), Tensor()};

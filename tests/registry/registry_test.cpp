@@ -125,7 +125,8 @@ TEST(Registry, ErrorsNameTheSpec) {
              "mixer spec 'resolvent:dense:gate=1': resolvent key 'gate' must be strictly between 0 and 1");
   expect_msg("resolvent:gate=0.5", "resolvent needs a pattern");
   expect_msg("resolvent:dense:bogus=1", "unknown resolvent key 'bogus'; known: gate");
-  EXPECT_NO_THROW(mixlab::mixer_create("resolvent:pow2+cache:gate=mamba2", small_dims()));
+  EXPECT_NO_THROW(mixlab::mixer_create("resolvent:pow2+cache:gate=spectrum", small_dims()));
+  EXPECT_NO_THROW(mixlab::mixer_create("resolvent:pow2+cache:gate=mamba2", small_dims()));  // the old name
   EXPECT_EQ(mixlab::mixer_create("resolvent:order:4:gate=0.2", small_dims())->spec(), "resolvent:order:4");
   mixlab::MixerDims odd = small_dims();
   odd.n_heads = 3;

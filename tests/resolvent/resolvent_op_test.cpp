@@ -106,13 +106,14 @@ INSTANTIATE_TEST_SUITE_P(AllPatterns, OpVsReference,
                                   std::to_string(std::get<2>(info.param));
                          });
 
-// The op's row and blocked loops run in two builds (x86-64 baseline and AVX2 + FMA, picked per
-// call by mixlab/core/cpu_isa.h): both against the reference, forward and every gradient, on the
-// row kernel (pow2+cache), the blocked one (pow2 at T >= 130 reads offsets past one 64-row block),
-// gated and not, float64 and float32.
+// The op's plain row and blocked loops are built once per instruction set
+// (src/resolvent/resolvent_plain_loops_generic.cpp, resolvent_plain_loops_avx2.cpp,
+// resolvent_plain_loops_avx512.cpp, picked per call by mixlab/core/cpu_isa.h): every build this
+// CPU runs against the reference, forward and every gradient, on the row kernel (pow2+cache), the
+// blocked one (pow2 at T >= 130 reads offsets past one 64-row block), gated and not, float64 and
+// float32. D = 33 keeps the forward off the register kernels, so both directions run these loops.
 TEST(Resolvent, EveryInstructionSetBuildMatchesReference) {
-  std::vector<std::string> isas = {"generic"};
-  if (mixlab::cpu_isa() >= mixlab::CpuIsa::kAvx2) isas.push_back("avx2");
+  const std::vector<std::string> isas = mixlab::testing::isas_this_cpu_runs();
   for (const std::string spec : {"pow2+cache", "pow2", "square"})
     for (bool gated : {false, true})
       for (const auto& isa : isas) {

@@ -18,13 +18,15 @@
 // the gate bias b_g is logit(gate_init) in every channel (default 0.5: the A path, the token's
 // own attention, and the B path, the recurrence, start with equal weight), and the gate weight is
 // scaled by 0.1 so the gate starts close to its bias. W_δ = 0, b_δ = 0 (δ = 0: A = diag(1 − g)).
-// gate_init = kGateInitMamba2 draws b_g per channel as logit(exp(−Δ·a)), Δ log-uniform in
+// gate_init = kGateInitSpectrum draws b_g per channel as logit(exp(−Δ·a)), Δ log-uniform in
 // [1e-3, 1e-1], a uniform in [1, 16] (Mamba-2's decay init: g ≈ 0.2..0.999, most channels above
 // 0.9, so the A path starts about 10x weaker). It was the default until 2026-11-24: at lr 1e-3
 // the dense recurrence then stayed on the MQAR plateau for 3000 steps and reached 71 % recall
 // in 8000, against 99.6 % with 0.5 (docs/log/results-2026-11.md, "The gate's initial value").
 //
-// Spec (the registry's `resolvent:<pattern>[:gate=G]`): G is a number in (0, 1) or `mamba2`;
+// Spec (the registry's `resolvent:<pattern>[:gate=G]`): G is a number in (0, 1) or `spectrum`
+// (`mamba2`, its name until 2026-11-27, is kept as an alias so old specs and checkpoints load:
+// it is an initialisation borrowed from Mamba-2, not a Mamba layer; docs/MIXERS.md);
 // resolvent_spec_parse splits it from the pattern spec (pattern specs never contain '=').
 //
 // Cost per token: O(|P(t)|·D) per head; decode cache: see ResolventState (the positions future
@@ -45,18 +47,19 @@
 
 namespace mixlab {
 
-/// ResolventOptions::gate_init value that selects Mamba-2's per-channel decay spectrum.
-constexpr double kGateInitMamba2 = -1.0;
+/// ResolventOptions::gate_init value that selects the decay spectrum of Mamba-2's init, one draw
+/// per channel (spec `gate=spectrum`, alias `gate=mamba2`).
+constexpr double kGateInitSpectrum = -1.0;
 
 struct ResolventOptions {
   bool gate = true;            // input-dependent gate g (recurrent patterns only)
-  double gate_init = 0.5;      // g at init in (0, 1), every channel; or kGateInitMamba2
+  double gate_init = 0.5;      // g at init in (0, 1), every channel; or kGateInitSpectrum
   bool share_weights = false;  // A = B·D + D' (B.3); recurrent patterns only
   bool rope = true;
   double rope_base = 10000.0;
 };
 
-/// Splits `args` ("dense", "band:64:gate=0.5", "pow2+cache:gate=mamba2") into the pattern spec
+/// Splits `args` ("dense", "band:64:gate=0.5", "pow2+cache:gate=spectrum") into the pattern spec
 /// it returns and the key=value items it applies to `options` (key: gate). Throws mixlab::Error
 /// naming `spec` for an unknown key or a value out of range.
 std::string resolvent_spec_parse(const std::string& spec, const std::string& args, ResolventOptions& options);
