@@ -5,7 +5,10 @@
 //     loop    selective_scan_reference: exp(Δa) and Δb·u as (B,T,C,N) tensors, a loop over t
 //     order1  the ssm mixer's former path: those tensors permuted to (B, C·N, T, 1) and run
 //             through the order:1 resolvent op, then contracted with c
-// Shapes: the compare model's ssm (B = 32, C = 64, N = 16), T = 64 / 256 / 1024.
+// Shapes: the compare model's ssm (B = 32, C = 64, N = 16), T = 64 / 256 / 1024; and
+//   BM_ScanWide/fused/<fwd|fwd+bwd>/<T>  B = 4, C = 256 (4 heads of 64), N = 16, T = 1024 / 2048:
+//     the shape of the published-reference comparison (issue 38), where a backward that kept
+//     every state (T·N·C per row) ran out of cache.
 // Figures and command: docs/log/benchmarks-2026-11.md ("Fused selective scan").
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
@@ -22,14 +25,14 @@ struct Inputs {
   Tensor u, delta, a, b, c, d;
 };
 
-Inputs make_inputs(int64_t T, bool grad) {
+Inputs make_inputs(int64_t T, bool grad, int64_t B = kB, int64_t C = kC) {
   torch::manual_seed(1);
-  Inputs in{torch::randn({kB, T, kC}),
-            torch::softplus(torch::randn({kB, T, kC})) * 0.1,
-            -torch::exp(torch::randn({kC, kN}) * 0.5),
-            torch::randn({kB, T, kN}),
-            torch::randn({kB, T, kN}),
-            torch::randn({kC})};
+  Inputs in{torch::randn({B, T, C}),
+            torch::softplus(torch::randn({B, T, C})) * 0.1,
+            -torch::exp(torch::randn({C, kN}) * 0.5),
+            torch::randn({B, T, kN}),
+            torch::randn({B, T, kN}),
+            torch::randn({C})};
   if (grad)
     for (auto* t : {&in.u, &in.delta, &in.a, &in.b, &in.c, &in.d}) t->requires_grad_(true);
   return in;
@@ -67,7 +70,27 @@ void BM_Scan(benchmark::State& st, const std::string& path, bool backward) {
   st.counters["tokens_per_s"] = benchmark::Counter(double(kB * T), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void BM_ScanWide(benchmark::State& st, bool backward) {
+  const int64_t T = st.range(0), B = 4, C = 256;
+  auto in = make_inputs(T, backward, B, C);
+  for (auto _ : st) {
+    if (backward) {
+      run("fused", in).sum().backward();
+    } else {
+      torch::NoGradGuard no_grad;
+      benchmark::DoNotOptimize(run("fused", in));
+    }
+  }
+  st.counters["tokens_per_s"] = benchmark::Counter(double(B * T), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void register_all() {
+  for (bool backward : {false, true})
+    benchmark::RegisterBenchmark((std::string("BM_ScanWide/fused/") + (backward ? "fwd+bwd" : "fwd")).c_str(),
+                                 BM_ScanWide, backward)
+        ->Arg(1024)
+        ->Arg(2048)
+        ->Unit(benchmark::kMillisecond);
   for (const std::string path : {"fused", "loop", "order1"})
     for (bool backward : {false, true})
       benchmark::RegisterBenchmark(("BM_Scan/" + path + (backward ? "/fwd+bwd" : "/fwd")).c_str(), BM_Scan, path,

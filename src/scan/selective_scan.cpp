@@ -58,6 +58,17 @@ inline double scan_exp(double x) { return std::exp(x); }
 
 // Channels per parallel work item in the forward pass (a batch row alone is too coarse at B = 1).
 constexpr int64_t kChannelBlock = 16;
+// Steps per checkpoint chunk of the backward pass: the forward under autograd keeps the state
+// entering every chunk ((T / kScanChunk)·N·C values per row, N/64 of an input at N = 16), and
+// the backward recomputes one chunk at a time.
+constexpr int64_t kScanChunk = 64;
+// Channels per backward work item: 2·kScanChunk·N·kBackwardChannels values of recomputed states
+// (256 KiB in float32 at N = 16) stay in L2 while t walks down the chunk.
+constexpr int64_t kBackwardChannels = 32;
+
+// Checkpoints kept per row: the state entering chunks 1 .. chunks−1 (slot 0 is unused: chunk 0
+// starts from h0).
+int64_t checkpoint_chunks(int64_t T) { return (T + kScanChunk - 1) / kScanChunk; }
 
 ScanDims check_scan(const char* fn, const Tensor& u, const Tensor& delta, const Tensor& a, const Tensor& b,
                     const Tensor& c, const Tensor& d, const Tensor& h0) {
@@ -108,12 +119,12 @@ ScanDims check_scan(const char* fn, const Tensor& u, const Tensor& delta, const 
 // buffer is (N, width).
 //
 // Forward over one batch row, channels [c0, c1). Pointers are at the row's start: u, dl (T,C);
-// bm, cm (T,N); h0, h_final (C,N) or null. With hist / expo non-null ((T,N,C) each) it records
-// every h_t and exp(Δ_t a) for the backward pass.
+// bm, cm (T,N); h0, h_final (C,N) or null. With ckpt non-null ((chunks, N, C), chunks =
+// checkpoint_chunks(T)) it records the state entering every chunk of kScanChunk steps after the
+// first (chunk 0 starts from h0), which is all the backward pass keeps of the states.
 template <typename S>
 MIXLAB_SCAN_CLONES void forward_row(const ScanDims& s, int64_t c0, int64_t c1, const S* u, const S* dl, const S* at,
-                                    const S* bm, const S* cm, const S* d, const S* h0, S* y, S* h_final, S* hist,
-                                    S* expo) {
+                                    const S* bm, const S* cm, const S* d, const S* h0, S* y, S* h_final, S* ckpt) {
   const int64_t C = s.C, N = s.N, W = c1 - c0;
   std::vector<S> h(static_cast<size_t>(N * W), S(0)), du(static_cast<size_t>(W)), acc(static_cast<size_t>(W));
   if (h0)
@@ -131,89 +142,116 @@ MIXLAB_SCAN_CLONES void forward_row(const ScanDims& s, int64_t c0, int64_t c1, c
       const S bn = bm[t * N + n], cn = cm[t * N + n];
       const S* an = at + n * C + c0;
       S* hn = h.data() + n * W;
-      if (hist) {
-        S* hh = hist + (t * N + n) * C + c0;
-        S* ee = expo + (t * N + n) * C + c0;
 #pragma omp simd
-        for (int64_t j = 0; j < W; ++j) {
-          const S e = scan_exp(dlt[j] * an[j]);
-          hn[j] = e * hn[j] + du[j] * bn;
-          acc[j] += cn * hn[j];
-          hh[j] = hn[j];
-          ee[j] = e;
-        }
-      } else {
-#pragma omp simd
-        for (int64_t j = 0; j < W; ++j) {
-          hn[j] = scan_exp(dlt[j] * an[j]) * hn[j] + du[j] * bn;
-          acc[j] += cn * hn[j];
-        }
+      for (int64_t j = 0; j < W; ++j) {
+        hn[j] = scan_exp(dlt[j] * an[j]) * hn[j] + du[j] * bn;
+        acc[j] += cn * hn[j];
       }
     }
     S* yt = y + t * C + c0;
 #pragma omp simd
     for (int64_t j = 0; j < W; ++j) yt[j] = acc[j];
+    if (ckpt && (t + 1) % kScanChunk == 0 && t + 1 < s.T) {
+      S* k = ckpt + (t + 1) / kScanChunk * N * C + c0;
+      for (int64_t n = 0; n < N; ++n) std::memcpy(k + n * C, h.data() + n * W, static_cast<size_t>(W) * sizeof(S));
+    }
   }
   if (h_final)
     for (int64_t n = 0; n < N; ++n)
       for (int64_t j = 0; j < W; ++j) h_final[(c0 + j) * N + n] = h[n * W + j];
 }
 
-// Backward over one batch row (all channels): recomputes the row's states, then walks t down.
-// g carries dL/dh_t into step t - 1 through exp(Δ_t a). da_row ((N,C), transposed like `at`) and
-// dd_row (C) are this row's shares of the gradients of a and d (summed over rows by the caller);
-// the gradients of b_t[n] and c_t[n] are the only sums across channels (one per (t, n)).
+// Backward over one batch row, channels [c0, c1), chunk by chunk from the last: each chunk's
+// states and decay factors are recomputed from its checkpoint into `work` (2·kScanChunk·N·W
+// values, cache-resident), then t walks down the chunk. g carries dL/dh_t into step t − 1
+// through exp(Δ_t a). da_row ((N,C), transposed like `at`) and dd_row (C) are this row's shares
+// of the gradients of a and d (summed over rows by the caller; blocks of one row own disjoint
+// channels); db and dc ((T,N)) receive this block's share of the sums across channels.
+// Recomputing (one more exp per state than the old record-everything pass) keeps the backward in
+// cache: recording all T·N·C states and decays made it memory-bound, 6-8x its forward (issue 38).
 template <typename S>
-MIXLAB_SCAN_CLONES void backward_row(const ScanDims& s, const S* u, const S* dl, const S* at, const S* bm, const S* cm,
-                                     const S* d, const S* h0, const S* gy, S* du, S* ddl, S* db, S* dc, S* da_row,
-                                     S* dd_row, S* hist, S* expo, S* y_scratch) {
-  const int64_t C = s.C, N = s.N;
-  forward_row<S>(s, 0, C, u, dl, at, bm, cm, d, h0, y_scratch, nullptr, hist, expo);
-  std::vector<S> g(static_cast<size_t>(N * C), S(0)), h_init(static_cast<size_t>(N * C), S(0));
-  if (h0)
+MIXLAB_SCAN_CLONES void backward_block(const ScanDims& s, int64_t c0, int64_t c1, const S* u, const S* dl, const S* at,
+                                       const S* bm, const S* cm, const S* d, const S* h0, const S* ckpt, const S* gy,
+                                       S* du, S* ddl, S* db, S* dc, S* da_row, S* dd_row, S* work) {
+  const int64_t C = s.C, N = s.N, W = c1 - c0, K = kScanChunk;
+  S* hist = work;               // (K, N, W): h_t of the chunk
+  S* expo = hist + K * N * W;   // (K, N, W): exp(Δ_t a) of the chunk
+  S* start = expo + K * N * W;  // (N, W): the state entering the chunk
+  S* g = start + N * W;         // (N, W)
+  S* dut = g + N * W;           // (W): Δ_t u_t
+  S* du_acc = dut + W;          // (W)
+  S* ddl_acc = du_acc + W;      // (W)
+  std::fill(g, g + N * W, S(0));
+  const int64_t chunks = (s.T + K - 1) / K;
+  for (int64_t k = chunks - 1; k >= 0; --k) {
+    const int64_t t0 = k * K, t1 = std::min(s.T, t0 + K);
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = 0; c < C; ++c) h_init[n * C + c] = h0[c * N + n];
-  std::vector<S> du_acc(static_cast<size_t>(C)), ddl_acc(static_cast<size_t>(C));
-  for (int64_t t = s.T - 1; t >= 0; --t) {
-    const S* dy = gy + t * C;
-    const S* ut = u + t * C;
-    const S* dlt = dl + t * C;
+      for (int64_t j = 0; j < W; ++j)
+        start[n * W + j] = k > 0 ? ckpt[(k * N + n) * C + c0 + j] : (h0 ? h0[(c0 + j) * N + n] : S(0));
+    // The chunk's states, with the forward's arithmetic (so they equal the forward's bitwise).
+    for (int64_t t = t0; t < t1; ++t) {
+      const S* dlt = dl + t * C + c0;
+      const S* ut = u + t * C + c0;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
-      du_acc[c] = dy[c] * d[c];
-      ddl_acc[c] = 0;
-      dd_row[c] += dy[c] * ut[c];
-    }
-    for (int64_t n = 0; n < N; ++n) {
-      const S bn = bm[t * N + n], cn = cm[t * N + n];
-      const S* an = at + n * C;
-      const S* ht = hist + (t * N + n) * C;
-      const S* et = expo + (t * N + n) * C;
-      const S* hprev = t > 0 ? hist + ((t - 1) * N + n) * C : h_init.data() + n * C;
-      S* gn = g.data() + n * C;
-      S* dan = da_row + n * C;
-      S dc_sum = 0, db_sum = 0;
-#pragma omp simd reduction(+ : dc_sum, db_sum)
-      for (int64_t c = 0; c < C; ++c) {
-        const S gh = dy[c] * cn + gn[c];  // dL/dh_t[c,n]
-        dc_sum += dy[c] * ht[c];
-        const S de = gh * hprev[c] * et[c];  // dL/d(Δ_t a[c,n]) through exp
-        ddl_acc[c] += de * an[c] + gh * bn * ut[c];
-        dan[c] += de * dlt[c];
-        db_sum += gh * dlt[c] * ut[c];
-        du_acc[c] += gh * dlt[c] * bn;
-        gn[c] = gh * et[c];
+      for (int64_t j = 0; j < W; ++j) dut[j] = dlt[j] * ut[j];
+      for (int64_t n = 0; n < N; ++n) {
+        const S bn = bm[t * N + n];
+        const S* an = at + n * C + c0;
+        const S* hp = t > t0 ? hist + ((t - 1 - t0) * N + n) * W : start + n * W;
+        S* hh = hist + ((t - t0) * N + n) * W;
+        S* ee = expo + ((t - t0) * N + n) * W;
+#pragma omp simd
+        for (int64_t j = 0; j < W; ++j) {
+          const S e = scan_exp(dlt[j] * an[j]);
+          hh[j] = e * hp[j] + dut[j] * bn;
+          ee[j] = e;
+        }
       }
-      dc[t * N + n] += dc_sum;
-      db[t * N + n] += db_sum;
     }
+    for (int64_t t = t1 - 1; t >= t0; --t) {
+      const S* dy = gy + t * C + c0;
+      const S* ut = u + t * C + c0;
+      const S* dlt = dl + t * C + c0;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
-      du[t * C + c] = du_acc[c];
-      ddl[t * C + c] = ddl_acc[c];
+      for (int64_t j = 0; j < W; ++j) {
+        du_acc[j] = dy[j] * d[c0 + j];
+        ddl_acc[j] = 0;
+        dd_row[c0 + j] += dy[j] * ut[j];
+      }
+      for (int64_t n = 0; n < N; ++n) {
+        const S bn = bm[t * N + n], cn = cm[t * N + n];
+        const S* an = at + n * C + c0;
+        const S* ht = hist + ((t - t0) * N + n) * W;
+        const S* et = expo + ((t - t0) * N + n) * W;
+        const S* hprev = t > t0 ? hist + ((t - 1 - t0) * N + n) * W : start + n * W;
+        S* gn = g + n * W;
+        S* dan = da_row + n * C + c0;
+        S dc_sum = 0, db_sum = 0;
+#pragma omp simd reduction(+ : dc_sum, db_sum)
+        for (int64_t j = 0; j < W; ++j) {
+          const S gh = dy[j] * cn + gn[j];  // dL/dh_t[c,n]
+          dc_sum += dy[j] * ht[j];
+          const S de = gh * hprev[j] * et[j];  // dL/d(Δ_t a[c,n]) through exp
+          ddl_acc[j] += de * an[j] + gh * bn * ut[j];
+          dan[j] += de * dlt[j];
+          db_sum += gh * dlt[j] * ut[j];
+          du_acc[j] += gh * dlt[j] * bn;
+          gn[j] = gh * et[j];
+        }
+        dc[t * N + n] += dc_sum;
+        db[t * N + n] += db_sum;
+      }
+#pragma omp simd
+      for (int64_t j = 0; j < W; ++j) {
+        du[t * C + c0 + j] = du_acc[j];
+        ddl[t * C + c0 + j] = ddl_acc[j];
+      }
     }
   }
 }
+
+// Scratch elements backward_block needs for a block of W channels.
+int64_t backward_work(const ScanDims& s, int64_t W) { return (2 * kScanChunk * s.N + 2 * s.N + 3) * W; }
 
 // Channels per parallel work item: all of them when the batch rows alone keep the threads busy,
 // else blocks of kChannelBlock so that a short batch (prefill, decode) still spreads.
@@ -222,12 +260,16 @@ int64_t channel_block(const ScanDims& s) {
 }
 
 // With `decode`, the one pass of a step: rows run serially (a per-token parallel region costs
-// more than one token's work) and the state h0 is updated in place (final_state unused).
+// more than one token's work) and the state h0 is updated in place (final_state unused). With
+// `checkpoints` non-null it receives the backward pass's chunk checkpoints (B, chunks, N, C).
 Tensor run_forward(const ScanDims& s, const Tensor& u, const Tensor& dl, const Tensor& a, const Tensor& b,
-                   const Tensor& c, const Tensor& d, const Tensor& h0, Tensor* final_state, bool decode = false) {
+                   const Tensor& c, const Tensor& d, const Tensor& h0, Tensor* final_state, bool decode = false,
+                   Tensor* checkpoints = nullptr) {
   auto y = torch::empty({s.B, s.T, s.C}, u.options());
   Tensor hT;
   if (final_state && !decode) hT = torch::empty({s.B, s.C, s.N}, u.options());
+  const int64_t chunks = checkpoint_chunks(s.T);
+  if (checkpoints) *checkpoints = torch::empty({s.B, chunks, s.N, s.C}, u.options());
   const auto at = a.t().contiguous();  // (N,C): rows contiguous over channels
   const int64_t width = decode ? s.C : channel_block(s), blocks = (s.C + width - 1) / width;
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "selective_scan", [&] {
@@ -238,12 +280,13 @@ Tensor run_forward(const ScanDims& s, const Tensor& u, const Tensor& dl, const T
     S* py = y.data_ptr<S>();
     // forward_row reads its h0 slice before it writes h_final, so the two may be the same.
     S* phT = decode ? h0.data_ptr<S>() : (final_state ? hT.data_ptr<S>() : nullptr);
+    S* pk = checkpoints ? checkpoints->data_ptr<S>() : nullptr;
     auto items = [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t r = i / blocks, c0 = (i % blocks) * width, c1 = std::min(s.C, c0 + width);
         forward_row<S>(s, c0, c1, pu + r * s.T * s.C, pdl + r * s.T * s.C, pa, pb + r * s.T * s.N, pc + r * s.T * s.N,
                        pd, ph0 ? ph0 + r * s.C * s.N : nullptr, py + r * s.T * s.C, phT ? phT + r * s.C * s.N : nullptr,
-                       nullptr, nullptr);
+                       pk ? pk + r * chunks * s.N * s.C : nullptr);
       }
     };
     if (decode)
@@ -261,46 +304,48 @@ class SelectiveScanFunction : public torch::autograd::Function<SelectiveScanFunc
                                const Tensor& b, const Tensor& c, const Tensor& d, const Tensor& h0) {
     // h0: an empty tensor stands for "no initial state" (autograd's apply needs defined inputs).
     const ScanDims s{u.size(0), u.size(1), u.size(2), a.size(1)};
-    auto y = run_forward(s, u, delta, a, b, c, d, h0.numel() > 0 ? h0 : Tensor(), nullptr);
-    ctx->save_for_backward({u, delta, a, b, c, d, h0});
+    Tensor checkpoints;
+    auto y = run_forward(s, u, delta, a, b, c, d, h0.numel() > 0 ? h0 : Tensor(), nullptr, false, &checkpoints);
+    ctx->save_for_backward({u, delta, a, b, c, d, h0, checkpoints});
     return {y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    const auto &u = saved[0], &dl = saved[1], &a = saved[2], &b = saved[3], &c = saved[4], &d = saved[5];
+    const auto &u = saved[0], &dl = saved[1], &a = saved[2], &b = saved[3], &c = saved[4], &d = saved[5],
+               &checkpoints = saved[7];
     const Tensor h0 = saved[6].numel() > 0 ? saved[6] : Tensor();
     const ScanDims s{u.size(0), u.size(1), u.size(2), a.size(1)};
     if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
     auto gy = grads[0].contiguous();
+    // Work items are (row, block of channels). Blocks of one row own disjoint channels of du, dΔ,
+    // da and dd; their shares of db and dc (sums over channels) go to one slice each, summed below.
+    const int64_t width = std::min(s.C, kBackwardChannels), blocks = (s.C + width - 1) / width;
     auto du = torch::empty_like(u), ddl = torch::empty_like(dl);
-    auto db = torch::zeros_like(b), dc = torch::zeros_like(c);
+    auto db_parts = torch::zeros({s.B, blocks, s.T, s.N}, u.options()), dc_parts = torch::zeros_like(db_parts);
     auto da_rows = torch::zeros({s.B, s.N, s.C}, u.options()), dd_rows = torch::zeros({s.B, s.C}, u.options());
     const auto at = a.t().contiguous();  // (N,C)
+    const int64_t chunks = checkpoint_chunks(s.T);
     AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "selective_scan_backward", [&] {
       using S = scalar_t;
       const S *pu = u.data_ptr<S>(), *pdl = dl.data_ptr<S>(), *pa = at.data_ptr<S>(), *pb = b.data_ptr<S>(),
-              *pc = c.data_ptr<S>(), *pd = d.data_ptr<S>(), *pgy = gy.data_ptr<S>();
+              *pc = c.data_ptr<S>(), *pd = d.data_ptr<S>(), *pgy = gy.data_ptr<S>(), *pk = checkpoints.data_ptr<S>();
       const S* ph0 = h0.defined() ? h0.data_ptr<S>() : nullptr;
-      at::parallel_for(0, s.B, 1, [&](int64_t r0, int64_t r1) {
-        // The row's recorded states and decay factors (2 T C N values) in scratch kept between
-        // calls: taken fresh (as std::vectors) they were page-faulted in on every backward, which
-        // cost more than the backward's arithmetic (8 MiB at T 256, C 256, N 16: ~30 ms here).
+      at::parallel_for(0, s.B * blocks, 1, [&](int64_t i0, int64_t i1) {
+        // Kept between calls (ThreadScratch): fresh buffers were page-faulted in on every call.
         ThreadScratch scratch;
-        const size_t states = static_cast<size_t>(s.T * s.C * s.N);
-        S* hist = scratch.get<S>(2 * states + static_cast<size_t>(s.T * s.C));
-        S* expo = hist + states;
-        S* y_scratch = expo + states;
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t tc = r * s.T * s.C, tn = r * s.T * s.N;
-          backward_row<S>(s, pu + tc, pdl + tc, pa, pb + tn, pc + tn, pd, ph0 ? ph0 + r * s.C * s.N : nullptr, pgy + tc,
-                          du.data_ptr<S>() + tc, ddl.data_ptr<S>() + tc, db.data_ptr<S>() + tn, dc.data_ptr<S>() + tn,
-                          da_rows.data_ptr<S>() + r * s.N * s.C, dd_rows.data_ptr<S>() + r * s.C, hist, expo,
-                          y_scratch);
+        S* work = scratch.get<S>(static_cast<size_t>(backward_work(s, width)));
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t r = i / blocks, c0 = (i % blocks) * width, c1 = std::min(s.C, c0 + width);
+          const int64_t tc = r * s.T * s.C, tn = r * s.T * s.N, part = i * s.T * s.N;
+          backward_block<S>(s, c0, c1, pu + tc, pdl + tc, pa, pb + tn, pc + tn, pd, ph0 ? ph0 + r * s.C * s.N : nullptr,
+                            pk + r * chunks * s.N * s.C, pgy + tc, du.data_ptr<S>() + tc, ddl.data_ptr<S>() + tc,
+                            db_parts.data_ptr<S>() + part, dc_parts.data_ptr<S>() + part,
+                            da_rows.data_ptr<S>() + r * s.N * s.C, dd_rows.data_ptr<S>() + r * s.C, work);
         }
       });
     });
-    return {du, ddl, da_rows.sum(0).t().contiguous(), db, dc, dd_rows.sum(0), Tensor()};
+    return {du, ddl, da_rows.sum(0).t().contiguous(), db_parts.sum(1), dc_parts.sum(1), dd_rows.sum(0), Tensor()};
   }
 };
 
@@ -312,13 +357,17 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& a, con
   auto uc = u.contiguous(), dlc = delta.contiguous(), ac = a.contiguous(), bc = b.contiguous(), cc = c.contiguous(),
        dc = d.contiguous();
   auto h0c = h0.defined() ? h0.contiguous() : Tensor();
+  const bool records =
+      torch::GradMode::is_enabled() && (u.requires_grad() || delta.requires_grad() || a.requires_grad() ||
+                                        b.requires_grad() || c.requires_grad() || d.requires_grad());
   if (final_state) {
     // The final state is not differentiable: prefill's path, no autograd record.
-    MIXLAB_CHECK(!torch::GradMode::is_enabled() || !(u.requires_grad() || delta.requires_grad() || a.requires_grad() ||
-                                                     b.requires_grad() || c.requires_grad() || d.requires_grad()),
+    MIXLAB_CHECK(!records,
                  "selective_scan: final_state is not differentiable; ask for it under NoGradGuard / InferenceMode");
     return run_forward(s, uc, dlc, ac, bc, cc, dc, h0c, final_state);
   }
+  // Nothing to differentiate: no autograd node, and no checkpoints for a backward that never runs.
+  if (!records) return run_forward(s, uc, dlc, ac, bc, cc, dc, h0c, nullptr);
   return SelectiveScanFunction::apply(uc, dlc, ac, bc, cc, dc, h0c.defined() ? h0c : torch::empty({0}, u.options()))[0];
 }
 

@@ -44,7 +44,10 @@ TEST(SelectiveScan, ForwardAndBackwardEqualTheReference) {
   torch::manual_seed(0);
   for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
     const double tol = dtype == torch::kFloat32 ? 2e-5 : 1e-11;
-    for (auto [B, T, C, N] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1}, {2, 7, 5, 3}, {3, 33, 20, 16}}) {
+    // The backward recomputes chunks of 64 steps for blocks of 32 channels: T = 64, 65 and 150
+    // cross one and two checkpoints (the last chunk short), C = 70 gives three blocks, the last short.
+    for (auto [B, T, C, N] : std::vector<std::array<int64_t, 4>>{
+             {1, 1, 1, 1}, {2, 7, 5, 3}, {3, 33, 20, 16}, {1, 64, 33, 4}, {2, 65, 32, 2}, {1, 150, 70, 3}}) {
       auto in = random_inputs(B, T, C, N, dtype, true);
       auto y = fused(in.list());
       auto y_ref = plain(in.list());
@@ -63,6 +66,24 @@ TEST(SelectiveScan, GradcheckInDouble) {
   torch::manual_seed(2);
   auto in = random_inputs(2, 5, 3, 2, torch::kFloat64, true);
   EXPECT_TRUE(mixlab::testing::gradcheck(fused, in.list()));
+}
+
+// The backward's chunk 0 starts from h0 and later chunks from the forward's checkpoints: with a
+// constant initial state, over three chunks and two channel blocks, every gradient equals the
+// reference's.
+TEST(SelectiveScan, BackwardFromAnInitialStateAcrossChunks) {
+  torch::manual_seed(4);
+  const int64_t B = 2, T = 130, C = 40, N = 4;
+  auto in = random_inputs(B, T, C, N, torch::kFloat64, true);
+  const Tensor h0 = torch::randn({B, C, N}, torch::kFloat64);
+  auto y = mixlab::selective_scan(in.u, in.delta, in.a, in.b, in.c, in.d, h0);
+  auto y_ref = mixlab::selective_scan_reference(in.u, in.delta, in.a, in.b, in.c, in.d, h0);
+  EXPECT_TRUE(all_close(y, y_ref, 1e-11, 1e-11));
+  auto gy = torch::randn_like(y);
+  auto g = torch::autograd::grad({y}, in.list(), {gy});
+  auto g_ref = torch::autograd::grad({y_ref}, in.list(), {gy});
+  const char* names[] = {"u", "delta", "a", "b", "c", "d"};
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_TRUE(all_close(g[i], g_ref[i], 1e-10, 1e-10)) << names[i];
 }
 
 TEST(SelectiveScan, InitialAndFinalStateSplitTheSequence) {

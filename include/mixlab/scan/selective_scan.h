@@ -10,10 +10,12 @@
 // Cost: O(B·T·C·N) time, one exp per (b,t,c,n), and O(B·T·C + B·T·N) memory: each (b,c) lane
 // keeps its N-vector h in registers / L1 while it walks t. The plain path it replaces
 // (selective_scan_reference, and the ssm mixer before it) builds exp(Δa) and Δb as (B,T,C,N)
-// tensors and runs them through the order:1 resolvent op. Backward recomputes each lane's
-// states (T·N values per lane, thread-local) instead of saving them, so autograd keeps only the
-// inputs. Lanes run in parallel over B·C (at::parallel_for); the gradients of b and c (shared
-// by the C lanes of one batch row) are summed per batch row, so no two threads write one element.
+// tensors and runs them through the order:1 resolvent op. Under autograd the forward also keeps
+// the state entering every chunk of 64 steps (B·T/64·N·C values, a quarter of u at N = 16), and
+// the backward recomputes one chunk at a time (its states and decays stay in L2) for blocks of 32
+// channels, walking t down; the blocks run in parallel over B·C/32 (at::parallel_for). The
+// gradients of b and c (sums over channels) go to one slice per block, summed after, so no two
+// threads write one element.
 //
 // Autograd: gradients for u, delta, a, b, c and d. h0 is a constant (used by prefill, which runs
 // without autograd); the final state is not differentiable.
