@@ -32,6 +32,7 @@
 #include "mixlab/attention/causal_attention.h"
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/tensor_checks.h"
 #include "mixlab/mixer/mixer.h"
 #include "mixlab/pattern/pattern.h"
 #include "mixlab/registry/layer_specs.h"
@@ -64,6 +65,49 @@ mixlab::ToeplitzPath toeplitz_path_arg(const std::string& path) {
   if (path == "fft") return mixlab::ToeplitzPath::kFft;
   if (path == "materialized") return mixlab::ToeplitzPath::kMaterialized;
   MIXLAB_FAIL("toeplitz: path must be 'auto', 'fft' or 'materialized', got '{}'", path);
+}
+
+// Upper bounds of the size-like ints a Python caller passes, checked before anything is allocated
+// (a batch of 2^62 would overflow torch's size arithmetic; one of 2^40 asks the allocator for
+// terabytes): generous for real use, far below overflow (issue 37 item 3, tests/python/test_hostile.py).
+constexpr int64_t kMaxBatch = int64_t{1} << 24;
+constexpr int64_t kMaxDModel = int64_t{1} << 20;
+constexpr int64_t kMaxLayers = int64_t{1} << 20;
+constexpr int64_t kMaxCacheMb = int64_t{1} << 40;  // MiB; times 2^20 still fits int64
+
+void check_mixer_dims(const char* fn, int64_t d_model, int64_t n_heads, int64_t max_len) {
+  MIXLAB_CHECK(d_model >= 1 && d_model <= kMaxDModel, "{}: d_model must be in [1, {}], got {}", fn, kMaxDModel,
+               d_model);
+  MIXLAB_CHECK(n_heads >= 1 && n_heads <= d_model, "{}: n_heads must be in [1, d_model = {}], got {}", fn, d_model,
+               n_heads);
+  MIXLAB_CHECK(max_len >= 1 && max_len <= mixlab::kPatternMaxT, "{}: max_len must be in [1, {}], got {}", fn,
+               mixlab::kPatternMaxT, max_len);
+}
+
+// What every mixer's forward/step/prefill needs of its input, checked once at the boundary: not
+// every family checks dtype and device before torch's own ops, whose errors name no argument
+// (and one family converted float16 silently). `rank` 3 is x (B,T,C), 2 is x_t (B,C); C is left to
+// the family, which knows its width.
+void check_mixer_input(mixlab::Mixer& mx, const char* fn, const char* name, const at::Tensor& x, int64_t rank) {
+  mixlab::check_dim(fn, name, x, rank, rank == 3 ? "(B,T,C)" : "(B,C)");
+  mixlab::check_floating(fn, name, x);
+  mixlab::check_cpu(fn, name, x);
+  for (int64_t d = 0; d < rank; ++d)
+    MIXLAB_CHECK(x.size(d) >= 1, "{}: {} must have every size >= 1 {}, got {}", fn, name,
+                 rank == 3 ? "(B,T,C)" : "(B,C)", mixlab::shape_string(x));
+  const auto params = mx.parameters(/*recurse=*/true);
+  if (!params.empty()) mixlab::check_same_dtype(fn, name, x, "the mixer's weights", params.front());
+}
+
+// A state of another mixer (or of other dims) would be written under this mixer's spec, a file
+// that fails only when loaded: read its fields into a fresh state of this mixer first (what fork
+// does; it refuses a foreign state naming the field that differs).
+void check_own_state(mixlab::Mixer& mx, const mixlab::MixerState& state, const char* fn) {
+  try {
+    mx.fork(state);
+  } catch (const mixlab::Error& e) {
+    MIXLAB_FAIL("{}: state was not made by this mixer ('{}') or one of its dims: {}", fn, mx.spec(), e.what());
+  }
 }
 
 py::tuple affine_tuple(mixlab::AffineResult r) { return py::make_tuple(std::move(r.out), std::move(r.final_state)); }
@@ -115,12 +159,20 @@ offsets:1,2,3,5, geom:B, power:P, fib, ruler:L, a union such as band:8+pow2, opt
       .def(
           "offsets",
           [](const Pattern& p, int64_t max_offset) {
-            MIXLAB_CHECK(max_offset >= 1, "Pattern.offsets: max_offset must be >= 1, got {}", max_offset);
+            MIXLAB_CHECK(max_offset >= 1 && max_offset <= mixlab::kPatternMaxT,
+                         "Pattern.offsets: max_offset must be in [1, {}], got {}", mixlab::kPatternMaxT, max_offset);
             return p.offsets_upto(max_offset);
           },
           py::arg("max_offset"),
           "The offsets f(0) < f(1) < ... that are <= max_offset (the plain pattern's; +cache rounds them).")
-      .def("row_size", &Pattern::row_size, py::arg("i"), "|P(i)| without building the row.")
+      .def(
+          "row_size",
+          [](const Pattern& p, int64_t i) {
+            MIXLAB_CHECK(i >= 0 && i < mixlab::kPatternMaxT, "Pattern.row_size: i must be in [0, {}), got {}",
+                         mixlab::kPatternMaxT, i);
+            return p.row_size(i);
+          },
+          py::arg("i"), "|P(i)| without building the row.")
       .def(
           "max_width",
           [](const Pattern& p, int64_t T) {
@@ -256,6 +308,8 @@ chunked composition to float rounding.
   m.def(
       "use_cpu_block_cache",
       [](int64_t budget_mb) {
+        MIXLAB_CHECK(budget_mb <= kMaxCacheMb, "use_cpu_block_cache: budget_mb must be <= {} (MiB), got {}",
+                     kMaxCacheMb, budget_mb);
         return mixlab::install_cpu_block_cache(budget_mb < 0 ? -1 : budget_mb * (int64_t(1) << 20));
       },
       py::arg("budget_mb") = -1,
@@ -401,11 +455,18 @@ Mixer.step, which advances it by one token.
 
   // The C++ module; python/mixlab/__init__.py wraps it in a torch.nn.Module.
   py::class_<mixlab::Mixer, std::shared_ptr<mixlab::Mixer>>(m, "_Mixer")
-      .def("forward", &mixlab::Mixer::forward, py::arg("x"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "forward",
+          [](mixlab::Mixer& mx, const at::Tensor& x) {
+            check_mixer_input(mx, "Mixer.forward", "x", x, 3);
+            return mx.forward(x);
+          },
+          py::arg("x"), py::call_guard<py::gil_scoped_release>())
       .def(
           "init_state",
           [](mixlab::Mixer& mx, int64_t batch) {
-            MIXLAB_CHECK(batch >= 1, "Mixer.init_state: batch must be >= 1, got {}", batch);
+            MIXLAB_CHECK(batch >= 1 && batch <= kMaxBatch, "Mixer.init_state: batch must be in [1, {}], got {}",
+                         kMaxBatch, batch);
             return std::shared_ptr<mixlab::MixerState>(mx.init_state(batch));
           },
           py::arg("batch"), py::call_guard<py::gil_scoped_release>())
@@ -413,6 +474,9 @@ Mixer.step, which advances it by one token.
           "step",
           [](mixlab::Mixer& mx, const std::shared_ptr<mixlab::MixerState>& state, const at::Tensor& x_t) {
             MIXLAB_CHECK(state != nullptr, "Mixer.step: state is None (use Mixer.init_state(batch))");
+            check_mixer_input(mx, "Mixer.step", "x_t", x_t, 2);
+            MIXLAB_CHECK(x_t.size(0) == state->batch(), "Mixer.step: x_t must have B = {} (the state's batch), got {}",
+                         state->batch(), mixlab::shape_string(x_t));
             return mx.step(*state, x_t);
           },
           py::arg("state"), py::arg("x_t"), py::call_guard<py::gil_scoped_release>())
@@ -420,6 +484,9 @@ Mixer.step, which advances it by one token.
           "prefill",
           [](mixlab::Mixer& mx, const std::shared_ptr<mixlab::MixerState>& state, const at::Tensor& x) {
             MIXLAB_CHECK(state != nullptr, "Mixer.prefill: state is None (use Mixer.init_state(batch))");
+            check_mixer_input(mx, "Mixer.prefill", "x", x, 3);
+            MIXLAB_CHECK(x.size(0) == state->batch(), "Mixer.prefill: x must have B = {} (the state's batch), got {}",
+                         state->batch(), mixlab::shape_string(x));
             return mx.prefill(*state, x);
           },
           py::arg("state"), py::arg("x"), py::call_guard<py::gil_scoped_release>())
@@ -432,6 +499,7 @@ Mixer.step, which advances it by one token.
             std::ostringstream out(std::ios::binary);
             {
               py::gil_scoped_release release;
+              check_own_state(mx, *state, "Mixer.save_state");
               mx.save(*state, out);
             }
             return py::bytes(out.str());
@@ -449,6 +517,7 @@ Mixer.step, which advances it by one token.
           "save_state_file",
           [](mixlab::Mixer& mx, const std::shared_ptr<mixlab::MixerState>& state, const std::string& path) {
             MIXLAB_CHECK(state != nullptr, "Mixer.save_state: state is None");
+            check_own_state(mx, *state, "Mixer.save_state");
             mx.save_file(*state, path);
           },
           py::arg("state"), py::arg("path"), py::call_guard<py::gil_scoped_release>())
@@ -486,8 +555,7 @@ Mixer.step, which advances it by one token.
   m.def(
       "_mixer_create",
       [](const std::string& spec, int64_t d_model, int64_t n_heads, int64_t max_len) {
-        MIXLAB_CHECK(d_model >= 1 && n_heads >= 1 && max_len >= 1,
-                     "mixer: d_model, n_heads and max_len must be >= 1, got {}, {}, {}", d_model, n_heads, max_len);
+        check_mixer_dims("mixer", d_model, n_heads, max_len);
         return mixlab::mixer_create(spec, mixlab::MixerDims{d_model, n_heads, max_len});
       },
       py::arg("spec"), py::arg("d_model"), py::arg("n_heads"), py::arg("max_len"));
@@ -504,14 +572,21 @@ Mixer.step, which advances it by one token.
   m.def(
       "check_mixer_spec",
       [](const std::string& spec, int64_t d_model, int64_t n_heads, int64_t max_len) {
+        check_mixer_dims("check_mixer_spec", d_model, n_heads, max_len);
         mixlab::check_mixer_spec(spec, mixlab::MixerDims{d_model, n_heads, max_len});
       },
       py::arg("spec"), py::arg("d_model") = 16, py::arg("n_heads") = 2, py::arg("max_len") = 64,
       "Validates a mixer spec (family and every argument) without building it; raises mixlab.Error.");
   m.def(
       "mixer_layer_specs",
-      [](const std::string& spec, int64_t layers) { return mixlab::mixer_layer_specs(spec, layers); }, py::arg("spec"),
-      py::arg("layers"),
+      [](const std::string& spec, int64_t layers) {
+        // The C++ grammar takes a spec without '|' or '*' as is (check_mixer_spec judges it), so
+        // "" came back as one empty spec per layer; and it returns one string per layer.
+        MIXLAB_CHECK(!spec.empty(), "mixer_layer_specs: spec is empty; expected a mixer spec or a per-layer list");
+        MIXLAB_CHECK(layers <= kMaxLayers, "mixer_layer_specs: layers must be <= {}, got {}", kMaxLayers, layers);
+        return mixlab::mixer_layer_specs(spec, layers);
+      },
+      py::arg("spec"), py::arg("layers"),
       "The mixer spec of each of `layers` layers of a model's mixer spec: one spec for all, or a per-layer list "
       "(a hybrid stack, 'ssm*3|attention': '|' between layers, '*N' repeats, a shorter list repeats when it "
       "divides layers). Checks the list's grammar; raises mixlab.Error.");

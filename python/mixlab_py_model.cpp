@@ -24,6 +24,7 @@
 
 #include "bindings.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/tensor_checks.h"
 #include "mixlab/model/model.h"
 #include "mixlab/train/checkpoint.h"
 #include "mixlab/train/config.h"
@@ -86,6 +87,42 @@ std::shared_ptr<DecoderState> state_arg(const std::shared_ptr<DecoderState>& sta
   return state;
 }
 
+// Bounds of a Python caller's sizes, checked before anything is allocated (issue 37 item 3): a
+// batch of 2^62 overflows torch's size arithmetic; generate streams forever otherwise (the CLI
+// stops on Ctrl-C, a Python call cannot be interrupted while it runs).
+constexpr int64_t kMaxBatch = int64_t{1} << 24;
+constexpr int64_t kMaxGenerateTokens = int64_t{1} << 24;
+
+// Token ids for the model: int64 on the CPU, every size >= 1, ids in [0, vocab), and, with a
+// state, its batch. The embedding would otherwise raise IndexError ("index out of range in
+// self"), read a meta tensor as garbage, or fail deep inside a mixer naming its own x_t.
+void check_tokens(PyModel& pm, const char* fn, const char* name, const at::Tensor& tokens, int64_t rank,
+                  const DecoderState* state) {
+  const char* letters = rank == 2 ? "(B,T)" : "(B)";
+  check_dim(fn, name, tokens, rank, letters);
+  MIXLAB_CHECK(tokens.scalar_type() == at::kLong, "{}: {} must be int64 token ids, got {}", fn, name,
+               c10::toString(tokens.scalar_type()));
+  check_cpu(fn, name, tokens);
+  for (int64_t d = 0; d < rank; ++d)
+    MIXLAB_CHECK(tokens.size(d) >= 1, "{}: {} must have every size >= 1 {}, got {}", fn, name, letters,
+                 shape_string(tokens));
+  if (state != nullptr)
+    MIXLAB_CHECK(tokens.size(0) == state->batch(), "{}: {} must have B = {} (the state's batch), got {}", fn, name,
+                 state->batch(), shape_string(tokens));
+  // Sizes before values: the id range below reads every element (a stride-0 tensor of 2^40 ids
+  // would take hours).
+  MIXLAB_CHECK(tokens.size(0) <= kMaxBatch, "{}: {} must have B <= {} {}, got {}", fn, name, kMaxBatch, letters,
+               shape_string(tokens));
+  const int64_t max_len = pm.model().dims().max_len;
+  MIXLAB_CHECK(rank == 1 || tokens.size(1) <= max_len, "{}: {} must have T <= max_len = {} {}, got {}", fn, name,
+               max_len, letters, shape_string(tokens));
+  const int64_t vocab = pm.model().dims().vocab;
+  const auto [lo, hi] = at::aminmax(tokens);
+  MIXLAB_CHECK(lo.item<int64_t>() >= 0 && hi.item<int64_t>() < vocab,
+               "{}: {} must be token ids in [0, {}), got ids from {} to {}", fn, name, vocab, lo.item<int64_t>(),
+               hi.item<int64_t>());
+}
+
 }  // namespace
 
 void bind_model(py::module_& m) {
@@ -100,25 +137,32 @@ for a batch of sequences, from Model.init_state. Opaque; Model.step and Model.pr
 
   py::class_<PyModel, std::shared_ptr<PyModel>>(m, "_Model")
       .def(
-          "forward", [](PyModel& pm, const at::Tensor& tokens) { return pm.model().forward(tokens); },
+          "forward",
+          [](PyModel& pm, const at::Tensor& tokens) {
+            check_tokens(pm, "Model.forward", "tokens", tokens, 2, nullptr);
+            return pm.model().forward(tokens);
+          },
           py::arg("tokens"), py::call_guard<py::gil_scoped_release>())
       .def(
           "init_state",
           [](PyModel& pm, int64_t batch) {
-            MIXLAB_CHECK(batch >= 1, "Model.init_state: batch must be >= 1, got {}", batch);
+            MIXLAB_CHECK(batch >= 1 && batch <= kMaxBatch, "Model.init_state: batch must be in [1, {}], got {}",
+                         kMaxBatch, batch);
             return std::make_shared<DecoderState>(pm.model().init_state(batch));
           },
           py::arg("batch"), py::call_guard<py::gil_scoped_release>())
       .def(
           "step",
           [](PyModel& pm, const std::shared_ptr<DecoderState>& state, const at::Tensor& tokens_t) {
-            return pm.model().step(*state_arg(state, "step"), tokens_t);
+            check_tokens(pm, "Model.step", "tokens_t", tokens_t, 1, state_arg(state, "step").get());
+            return pm.model().step(*state, tokens_t);
           },
           py::arg("state"), py::arg("tokens_t"), py::call_guard<py::gil_scoped_release>())
       .def(
           "prefill",
           [](PyModel& pm, const std::shared_ptr<DecoderState>& state, const at::Tensor& tokens) {
-            return pm.model().prefill(*state_arg(state, "prefill"), tokens);
+            check_tokens(pm, "Model.prefill", "tokens", tokens, 2, state_arg(state, "prefill").get());
+            return pm.model().prefill(*state, tokens);
           },
           py::arg("state"), py::arg("tokens"), py::call_guard<py::gil_scoped_release>())
       .def(
@@ -140,6 +184,8 @@ for a batch of sequences, from Model.init_state. Opaque; Model.step and Model.pr
             MIXLAB_CHECK(c.task.tokenizer != "ids",
                          "Model.generate: the model was trained on token ids without text (tokenizer ids): there is "
                          "no tokenizer to encode a prompt or decode tokens");
+            MIXLAB_CHECK(max_tokens <= kMaxGenerateTokens, "Model.generate: max_tokens must be <= {}, got {}",
+                         kMaxGenerateTokens, max_tokens);
             GenerateOptions o;
             o.prompt = prompt;
             o.max_tokens = max_tokens;

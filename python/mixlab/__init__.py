@@ -85,6 +85,14 @@ class _Tensors(torch.nn.Module):
         return self
 
 
+def _path_arg(value, where, name):
+    """os.fspath(value), or a TypeError naming the argument (os.fspath's own names none)."""
+    try:
+        return os.fspath(value)
+    except TypeError:
+        raise TypeError(f"{where}: {name} must be a str or os.PathLike path, got {type(value).__name__}") from None
+
+
 def _owner(module, dotted):
     """The (sub)module of `module` that holds C++ name 'a.b.weight', created on demand, and 'weight'."""
     *path, leaf = dotted.split(".")
@@ -137,7 +145,18 @@ class Mixer(_Tensors):
 
     def forward(self, x):
         """x (B,T,C) -> (B,T,C), causal; differentiable in x and every parameter."""
+        self._check_x("Mixer.forward", x)
         return self._impl.forward(x)
+
+    def _check_x(self, where, x):
+        # The dims this mixer was made for, which only the Python side knows: max_len is the
+        # longest sequence it accepts (past it one family allocated T-sized tables: a stride-0 x
+        # of T = 2^40 raised std::bad_alloc), and C is d_model (the default prefill, a loop of
+        # step, reported a wrong C as its own x_t's). Dtype, device, B and rank: C++ checks them.
+        d_model, _, max_len = self._dims
+        if isinstance(x, torch.Tensor) and x.dim() == 3 and (x.size(1) > max_len or x.size(2) != d_model):
+            raise Error(f"{where}: x must have shape (B,T,C) with T <= max_len = {max_len} and C = d_model = "
+                        f"{d_model}, got {list(x.shape)}")
 
     def init_state(self, batch):
         """A fresh decode state (mixlab.MixerState) for `batch` sequences, at position 0."""
@@ -150,6 +169,7 @@ class Mixer(_Tensors):
     def prefill(self, state, x):
         """x (B,T,C) -> y (B,T,C): a chunk of T tokens at once, equal to T steps (and to forward
         over the same positions); advances `state` by T positions."""
+        self._check_x("Mixer.prefill", x)
         return self._impl.prefill(state, x)
 
     def fork(self, state):
@@ -162,7 +182,7 @@ class Mixer(_Tensors):
         fsync, rename) and None is returned; without, the bytes are returned."""
         if path is None:
             return self._impl.save_state(state)
-        self._impl.save_state_file(state, os.fspath(path))
+        self._impl.save_state_file(state, _path_arg(path, "Mixer.save_state", "path"))
         return None
 
     def load_state(self, source):
@@ -170,7 +190,7 @@ class Mixer(_Tensors):
         path. A corrupt, truncated or mismatched state raises mixlab.Error naming what is wrong."""
         if isinstance(source, (bytes, bytearray, memoryview)):
             return self._impl.load_state(bytes(source))
-        return self._impl.load_state_file(os.fspath(source))
+        return self._impl.load_state_file(_path_arg(source, "Mixer.load_state", "source"))
 
     def train(self, mode=True):
         super().train(mode)
@@ -278,7 +298,7 @@ class Model(_Tensors):
     def save(self, path):
         """Writes a checkpoint (mixlab's format: header, checksum, config, weights, optimizer
         state) atomically to `path`."""
-        self._impl.save(os.fspath(path))
+        self._impl.save(_path_arg(path, "Model.save", "path"))
 
     def train(self, mode=True):
         super().train(mode)
@@ -312,4 +332,4 @@ def _rebuild_model(config, state_dict, training):
 def load(path):
     """The model of a checkpoint written by ``mixlab train`` or Model.save (mixlab.Model). A
     missing, corrupt or foreign file raises mixlab.Error naming the file and the problem."""
-    return Model(_impl=_mixlab._model_load(os.fspath(path)))
+    return Model(_impl=_mixlab._model_load(_path_arg(path, "load", "path")))
