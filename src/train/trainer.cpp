@@ -340,8 +340,10 @@ namespace {
 // them without duplicates; a torn last line (a kill mid-write) is dropped too. Returns the
 // cumulative "tokens" and "seconds" of the last kept line that has them (0, 0 when none): the
 // resumed run counts on from there, so curves against tokens or wall time continue across a
-// resume (the time between the runs is not counted).
-std::pair<double, double> metrics_truncate_to_step(const std::string& path, int64_t step) {
+// resume (the time between the runs is not counted). `drop_final_eval`: the checkpoint is the
+// run's last step, whose final evaluation the resumed run writes again (a run killed after that
+// line, before it exited, used to end with the line twice), so evaluation lines at `step` go.
+std::pair<double, double> metrics_truncate_to_step(const std::string& path, int64_t step, bool drop_final_eval) {
   std::pair<double, double> totals{0, 0};
   if (::access(path.c_str(), F_OK) != 0) return totals;
   const std::string text = file_read(path, int64_t{1} << 30, "metrics file");
@@ -353,7 +355,10 @@ std::pair<double, double> metrics_truncate_to_step(const std::string& path, int6
     const std::string line = text.substr(begin, nl - begin);
     begin = nl + 1;
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step) {
+    const bool final_eval = drop_final_eval && j.is_object() && j.contains("eval_loss") && j.contains("step") &&
+                            j["step"].is_number_integer() && j["step"].get<int64_t>() == step;
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step &&
+        !final_eval) {
       kept += line + "\n";
       if (j.contains("tokens") && j["tokens"].is_number() && j.contains("seconds") && j["seconds"].is_number())
         totals = {j["tokens"].get<double>(), j["seconds"].get<double>()};
@@ -396,7 +401,7 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   if (!o.metrics_path.empty() && writer) {
     const bool resumed = step_ > 0;
     if (resumed) {
-      metrics_offset = metrics_truncate_to_step(o.metrics_path, step_);
+      metrics_offset = metrics_truncate_to_step(o.metrics_path, step_, /*drop_final_eval=*/step_ == until);
     }
     metrics = AppendFile(o.metrics_path, /*truncate=*/!resumed);
   }

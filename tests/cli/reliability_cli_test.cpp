@@ -267,6 +267,26 @@ TEST(ReliabilityCli, ResumeDoesNotDuplicateMetrics) {
   EXPECT_EQ(train_lines, 6);
 }
 
+// Issue 37 item 5 (found by scripts/soak.sh): a run killed after its final evaluation line but
+// before it exited (while writing result.json) resumes from its last-step checkpoint and evaluates
+// again; that line must then replace the first, not follow it. Resuming a finished run is the
+// same state.
+TEST(ReliabilityCli, ResumeAtTheLastStepWritesTheFinalEvaluationOnce) {
+  const std::string dir = temp_dir("resume_final_eval");
+  const std::string common = kTiny + "--steps 4 --set log_every=1 --set eval_every=2 --out " + dir;
+  ASSERT_EQ(run(common).code, 0);
+  auto r = run(common + " --resume " + dir + "/checkpoint.pt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line;
+  std::vector<int64_t> eval_steps;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("eval_loss")) eval_steps.push_back(j["step"].get<int64_t>());
+  }
+  EXPECT_EQ(eval_steps, (std::vector<int64_t>{2, 4}));
+}
+
 // Item 14: one spec grammar: empty specs and a ':' with nothing after it are errors.
 TEST(ReliabilityCli, SpecGrammarIsStrict) {
   const std::string dir = temp_dir("specs");
