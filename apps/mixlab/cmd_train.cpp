@@ -30,6 +30,7 @@
 #include "mixlab/dist/data_parallel.h"
 #include "mixlab/dist/gradient_reducer.h"
 #include "mixlab/dist/launch.h"
+#include "mixlab/dist/launch_fingerprint.h"
 #include "mixlab/registry/layer_specs.h"
 #include "mixlab/train/task_lm.h"
 #include "mixlab/train/trainer.h"
@@ -192,7 +193,18 @@ void run_train(const TrainArgs& a) {
     MIXLAB_CHECK(config.batch % env.world_size == 0,
                  "key 'batch' = {} must be divisible by WORLD_SIZE = {} (each process trains on batch / {} rows)",
                  config.batch, env.world_size, env.world_size);
-    dp = std::make_unique<DataParallel>(env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)));
+    // What every rank must share, checked at rendezvous before the first step: the build, the
+    // resolved config and the options that change which collectives run (launch_fingerprint.h).
+    LaunchFingerprint fingerprint{{"executable", executable_identity()},
+                                  {"WORLD_SIZE", std::to_string(env.world_size)},
+                                  {"--until", std::to_string(until)},
+                                  {"--skip-nonfinite", std::to_string(skip)},
+                                  {"--bucket-kb", std::to_string(bucket_bytes / 1024)},
+                                  {"--resume step", resume ? std::to_string(resume->step) : "(none)"},
+                                  {"--init-from step", init ? std::to_string(init->step) : "(none)"}};
+    fingerprint_add_json(fingerprint, "config.", config_to_json(config));
+    dp = std::make_unique<DataParallel>(env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)),
+                                        DataParallel::kDefaultBucketBytes, fingerprint);
   }
   const bool writer = env.rank == 0;  // rank 0 alone writes the run directory
 
@@ -298,7 +310,8 @@ void cmd_train_register(CLI::App& app) {
                   "Data parallel: start N local worker processes (global batch split across them)");
   sub->add_option("--master-port", args->master_port, "With --nproc: rendezvous port (default: a free port)");
   sub->add_option("--dist-timeout", args->dist_timeout,
-                  "Data parallel: seconds a collective may wait for a peer before failing (default 120)");
+                  "Data parallel: seconds to wait for every rank to join, and for a peer in each collective, "
+                  "before failing (default 120)");
   sub->add_option("--bucket-kb", args->bucket_kb,
                   fmt::format("Data parallel: gradient bucket size in KiB; each bucket's all-reduce starts during "
                               "backward as soon as its gradients exist (default {})",

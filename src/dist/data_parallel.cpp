@@ -2,7 +2,10 @@
 // in this file: nothing above the dist area sees c10d.
 #include "mixlab/dist/data_parallel.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -18,6 +21,20 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 
 bool is_loopback(const std::string& addr) { return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1"; }
 
+bool is_timeout(const std::string& message) { return message.find("imed out") != std::string::npos; }
+
+std::string join_key(int64_t rank) { return fmt::format("mixlab/join/{}", rank); }
+std::string read_key(int64_t rank) { return fmt::format("mixlab/read/{}", rank); }
+std::string left_key(int64_t rank) { return fmt::format("mixlab/left/{}", rank); }
+
+// After a failure the exchange still looks at its other peers, briefly: a peer whose connection
+// also broke was lost too; one that is merely slower is not waited for.
+constexpr std::chrono::milliseconds kOtherPeersGrace{500};
+// How long rank 0 keeps serving the store after an exchange failed (see ~DataParallel).
+constexpr std::chrono::milliseconds kServerLinger{1500};
+// How often a joining rank asks the store which ranks have joined.
+constexpr std::chrono::milliseconds kJoinPoll{20};
+
 }  // namespace
 
 struct DataParallel::Impl {
@@ -28,7 +45,8 @@ struct DataParallel::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   int64_t calls = 0;
   double seconds = 0;
-  int exchange_tag = 0;  // tags of the exchange all-reduce: the same sequence on every rank
+  int exchange_tag = 0;                          // tags of the exchange all-reduce: the same sequence on every rank
+  mutable std::atomic<bool> failed_once{false};  // an exchange failed: see ~DataParallel
 
   // Any failure of a collective becomes a DistributedError naming the rank and the operation. A
   // peer that died shows up as a closed connection or a timeout.
@@ -61,9 +79,135 @@ struct DataParallel::Impl {
   void run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& launch) const {
     wait(what, start(what, launch));
   }
+
+  // A point-to-point exchange failed on the peers `failed` (in the order of blame). A peer that
+  // left a note in the store ("mixlab/left/<rank>") stopped because it lost another rank itself:
+  // the first peer without a note is the lost one. This rank leaves its own note, and rank 0,
+  // which serves the store, keeps it a moment longer (~DataParallel), so that a survivor that
+  // finds both the killed rank and a survivor already gone still blames the killed one.
+  [[noreturn]] void fail_peers(const char* what, const std::vector<std::pair<int, std::string>>& failed) const {
+    std::vector<std::pair<int, std::string>> lost, stopped;
+    for (const auto& f : failed) {
+      bool left = false;
+      try {
+        left = store->check({left_key(f.first)});
+      } catch (const std::exception&) {
+        // The store is gone with rank 0: no notes to read.
+      }
+      (left ? stopped : lost).push_back(f);
+    }
+    if (lost.empty()) std::swap(lost, stopped);
+    const int blamed = lost.front().first;
+    failed_once = true;
+    try {
+      const std::string text = std::to_string(blamed);
+      store->set(left_key(env.rank), std::vector<uint8_t>(text.begin(), text.end()));
+    } catch (const std::exception&) {
+      // Best effort: the store may be gone already.
+    }
+    std::vector<int> others;
+    for (size_t i = 1; i < lost.size(); ++i) others.push_back(lost[i].first);
+    std::vector<int> quit;
+    for (const auto& f : stopped) quit.push_back(f.first);
+    throw DistributedError(fmt::format(
+        "rank {} of {}: {} failed: lost rank {} ({}){}{}; rank {} exited, was killed or did not answer within {} s; "
+        "see its output",
+        env.rank, env.world_size, what, blamed, lost.front().second,
+        others.empty() ? std::string() : fmt::format(", and rank(s) {}", fmt::join(others, ", ")),
+        quit.empty() ? std::string()
+                     : fmt::format(" (rank(s) {} stopped after losing a rank too)", fmt::join(quit, ", ")),
+        blamed, timeout.count() / 1000.0));
+  }
+
+  void join(const LaunchFingerprint& fingerprint, const std::string& where);
 };
 
-DataParallel::DataParallel(const DistEnv& env, std::chrono::milliseconds timeout, int64_t bucket_bytes)
+// Every rank publishes its fingerprint and reads every other rank's (see data_parallel.h).
+void DataParallel::Impl::join(const LaunchFingerprint& fingerprint, const std::string& where) {
+  const int64_t world = env.world_size;
+  auto bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
+  // Of `ranks`, those whose key is not in the store yet.
+  auto missing = [&](const std::function<std::string(int64_t)>& key, const std::vector<int64_t>& ranks) {
+    std::vector<int64_t> out;
+    for (int64_t r : ranks)
+      if (!store->check({key(r)})) out.push_back(r);
+    return out;
+  };
+  auto lost_server = [&](const char* doing, const std::exception& e) {
+    return DistributedError(fmt::format(
+        "rank {} of {}: lost the rendezvous server (rank 0) at MASTER_ADDR:MASTER_PORT = {} while {}: {}; rank 0 "
+        "exited or was killed, see its output",
+        env.rank, world, where, doing, first_line(e.what())));
+  };
+  auto did_not_join = [&](const std::vector<int64_t>& absent, const std::string& note) {
+    return DistributedError(fmt::format(
+        "rank {} of {}: rank(s) {} did not join the launch at MASTER_ADDR:MASTER_PORT = {} within {} s (WORLD_SIZE = "
+        "{}: every rank must be started, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE){}",
+        env.rank, world, fmt::join(absent, ", "), where, timeout.count() / 1000.0, world, note));
+  };
+  // Polled rather than one blocking wait: a rank other than 0 then still knows which ranks were
+  // missing when rank 0, whose deadline comes first, gives up and takes the store with it.
+  std::vector<int64_t> absent;
+  for (int64_t r = 0; r < world; ++r) absent.push_back(r);
+  bool polled = false;
+  const auto deadline = Clock::now() + timeout;
+  try {
+    store->set(join_key(env.rank), bytes(fingerprint_to_text(fingerprint)));
+    for (;;) {
+      absent = missing(join_key, absent);
+      polled = true;
+      if (absent.empty() || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(kJoinPoll);
+    }
+  } catch (const std::exception& e) {
+    if (!polled || absent.empty()) throw lost_server("waiting for the other ranks to join", e);
+    throw did_not_join(absent, fmt::format("; rank 0 stopped waiting first ({})", first_line(e.what())));
+  }
+  if (!absent.empty()) throw did_not_join(absent, "");
+  std::string mismatch;
+  try {
+    for (int64_t r = 0; r < world && mismatch.empty(); ++r) {
+      if (r == env.rank) continue;
+      const auto value = store->get(join_key(r));
+      const LaunchFingerprint theirs = fingerprint_from_text(std::string(value.begin(), value.end()),
+                                                             fmt::format("rank {}'s launch fingerprint", r));
+      mismatch = fingerprint_difference(fingerprint, env.rank, theirs, r);
+    }
+    // Rank 0 serves the store: it stays until every other rank has read what it needs.
+    if (env.rank != 0) {
+      store->set(read_key(env.rank), bytes("1"));
+    } else {
+      std::vector<std::string> read;
+      for (int64_t r = 1; r < world; ++r) read.push_back(read_key(r));
+      store->wait(read, timeout);
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (env.rank != 0) throw lost_server("reading the other ranks' launch fingerprints", e);
+    // Rank 0: a rank that joined and then vanished before reading.
+    std::vector<int64_t> others;
+    for (int64_t r = 1; r < world; ++r) others.push_back(r);
+    try {
+      absent = missing(read_key, others);
+    } catch (const std::exception&) {
+    }
+    throw DistributedError(fmt::format(
+        "rank 0 of {}: {} joined the launch at {} but did not check the launch fingerprints within {} s (exited "
+        "or killed? see their output): {}",
+        world, absent.empty() ? std::string("a rank") : fmt::format("rank(s) {}", fmt::join(absent, ", ")), where,
+        timeout.count() / 1000.0, first_line(e.what())));
+  }
+  if (!mismatch.empty()) {
+    throw LaunchMismatchError(fmt::format(
+        "rank {} of {}: refusing to train: the ranks of this launch were started differently (every rank must run "
+        "the same executable with the same config): {}",
+        env.rank, world, mismatch));
+  }
+}
+
+DataParallel::DataParallel(const DistEnv& env, std::chrono::milliseconds timeout, int64_t bucket_bytes,
+                           const LaunchFingerprint& fingerprint)
     : impl_(std::make_unique<Impl>()) {
   MIXLAB_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size,
                "DataParallel: rank {} must lie in [0, world size {})", env.rank, env.world_size);
@@ -77,7 +221,8 @@ DataParallel::DataParallel(const DistEnv& env, std::chrono::milliseconds timeout
   opts.port = static_cast<uint16_t>(env.master_port);
   opts.isServer = env.rank == 0;
   opts.numWorkers = static_cast<size_t>(env.world_size);
-  opts.waitWorkers = true;
+  // Joining is checked key by key in join(), which can name the ranks that did not come.
+  opts.waitWorkers = false;
   opts.timeout = timeout;
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
@@ -90,10 +235,17 @@ DataParallel::DataParallel(const DistEnv& env, std::chrono::milliseconds timeout
           "address is not local ({}); choose another port (--master-port or MASTER_PORT)",
           where, msg));
     }
+    if (env.rank != 0) {
+      throw DistributedError(fmt::format(
+          "rank {} of {}: cannot reach the rendezvous server (rank 0) at MASTER_ADDR:MASTER_PORT = {} within {} s: "
+          "{} (rank 0 was not started, exited early, or listens elsewhere)",
+          env.rank, env.world_size, where, timeout.count() / 1000.0, msg));
+    }
     throw DistributedError(
         fmt::format("rank {} of {}: rendezvous at MASTER_ADDR:MASTER_PORT = {} failed within {} s: {}", env.rank,
                     env.world_size, where, timeout.count() / 1000.0, msg));
   }
+  if (env.world_size > 1) impl_->join(fingerprint, where);
   try {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
@@ -115,7 +267,14 @@ DataParallel::DataParallel(const DistEnv& env, std::chrono::milliseconds timeout
   }
 }
 
-DataParallel::~DataParallel() = default;
+DataParallel::~DataParallel() {
+  // After a lost peer, rank 0 closes its connections at once but serves the store a moment longer:
+  // the other survivors read the notes there that say which rank was lost first (fail_peers).
+  if (impl_ && impl_->failed_once && impl_->env.rank == 0) {
+    impl_->group.reset();
+    std::this_thread::sleep_for(kServerLinger);
+  }
+}
 
 int64_t DataParallel::rank() const { return impl_->env.rank; }
 int64_t DataParallel::world_size() const { return impl_->env.world_size; }
@@ -209,10 +368,28 @@ PendingCollective DataParallel::start_all_reduce_sum(torch::Tensor flat, const c
   // so every rank computes the same bits. Gloo's point-to-point messages bypass its collective
   // worker thread and its ring's segments: 0.38 ms against 1.96 ms for 400 KB between two local
   // processes (bench/allreduce_latency.py, docs/log/benchmarks-2026-11.md).
+  // A message to or from one peer; `error` when it could not even be started (a connection that
+  // already broke). One peer's failure never stops the messages to the others: a survivor of a
+  // killed rank still gets every other survivor's buffer, so each of them names the killed rank.
+  struct PeerMessage {
+    int peer = 0;
+    c10::intrusive_ptr<c10d::Work> work;
+    std::string error;
+  };
   struct Exchange {
     std::vector<at::Tensor> parts;               // by rank; this rank's is `flat` (or a copy of it)
     std::vector<std::vector<at::Tensor>> lists;  // Gloo keeps references into these until done
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    std::vector<PeerMessage> messages;
+  };
+  auto post = [](int peer, const std::function<c10::intrusive_ptr<c10d::Work>()>& launch) {
+    PeerMessage m;
+    m.peer = peer;
+    try {
+      m.work = launch();
+    } catch (const std::exception& e) {
+      m.error = first_line(e.what());
+    }
+    return m;
   };
   auto ex = std::make_shared<Exchange>();
   const int tag = impl_->exchange_tag;
@@ -224,13 +401,33 @@ PendingCollective DataParallel::start_all_reduce_sum(torch::Tensor flat, const c
     ex->parts[static_cast<size_t>(p)] = torch::empty_like(flat);
     ex->lists.push_back({flat});
     auto& send_list = ex->lists.back();
-    ex->works.push_back(impl_->start(what, [&] { return impl_->group->send(send_list, p, tag); }));
+    ex->messages.push_back(post(p, [&] { return impl_->group->send(send_list, p, tag); }));
     ex->lists.push_back({ex->parts[static_cast<size_t>(p)]});
     auto& recv_list = ex->lists.back();
-    ex->works.push_back(impl_->start(what, [&] { return impl_->group->recv(recv_list, p, tag); }));
+    ex->messages.push_back(post(p, [&] { return impl_->group->recv(recv_list, p, tag); }));
   }
   pending.wait_ = [impl, what, ex, flat, rank, world]() mutable {
-    for (const auto& w : ex->works) impl->wait(what, w);
+    // Failed peers, in the order of blame: first those whose connection had already broken when
+    // this collective started, then the others in wait order (after the first failure, only
+    // broken connections count: a peer that is merely slow is not blamed).
+    std::vector<std::pair<int, std::string>> failed;
+    auto add = [&](int peer, const std::string& error) {
+      for (const auto& f : failed)
+        if (f.first == peer) return;
+      failed.emplace_back(peer, error);
+    };
+    for (const auto& m : ex->messages)
+      if (!m.error.empty()) add(m.peer, m.error);
+    for (auto& m : ex->messages) {
+      if (!m.error.empty()) continue;
+      try {
+        m.work->wait(failed.empty() ? impl->timeout : std::min(impl->timeout, kOtherPeersGrace));
+      } catch (const std::exception& e) {
+        const std::string error = first_line(e.what());
+        if (failed.empty() || !is_timeout(error)) add(m.peer, error);
+      }
+    }
+    if (!failed.empty()) impl->fail_peers(what, failed);
     torch::NoGradGuard no_grad;
     // Rank order: (b0 + b1) + b2 + ..., written into `flat`, which is this rank's own part.
     ex->parts[static_cast<size_t>(rank)] = rank >= 2 ? flat.clone() : flat;

@@ -218,7 +218,101 @@ TEST(DataParallel, DeadPeerIsAnErrorNamingTheRankNotAHang) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(message.find("rank 0 of 2"), std::string::npos) << message;
   EXPECT_NE(message.find("all-reduce of the gradients failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("lost rank 1 ("), std::string::npos) << message;
   EXPECT_LT(seconds, 20.0);  // the 5 s timeout at most, plus set-up; never the default 30 min
+}
+
+// The survivors of a lost rank name it, not each other: with 3 ranks, rank 1 leaves and ranks 0
+// and 2 both report "lost rank 1" (a failed message to rank 1 does not stop the messages between
+// 0 and 2).
+TEST(DataParallel, SurvivorsNameTheLostRank) {
+  const int64_t port = mixlab::free_local_port();
+  std::vector<std::string> messages(3);
+  const auto t0 = std::chrono::steady_clock::now();
+  on_ranks(3, [&](int64_t r) {
+    DataParallel dp(env_for(r, 3, port), std::chrono::seconds(5));
+    dp.barrier();
+    if (r == 1) return;  // rank 1 leaves: its process group is destroyed
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    try {
+      dp.all_reduce_sum(std::vector<double>{1.0});
+    } catch (const mixlab::DistributedError& e) {
+      messages[static_cast<size_t>(r)] = e.what();
+    }
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int64_t r : {0, 2}) {
+    const std::string& m = messages[static_cast<size_t>(r)];
+    EXPECT_NE(m.find(fmt::format("rank {} of 3: all-reduce of the step statistics failed", r)), std::string::npos) << m;
+    EXPECT_NE(m.find("lost rank 1 ("), std::string::npos) << m;
+  }
+  EXPECT_LT(seconds, 15.0);  // the 5 s timeout at most, plus set-up
+}
+
+// A rank that never joins is a timeout naming the missing ranks, on every rank that did come; a
+// rank whose rank 0 never comes says it cannot reach the rendezvous server. Never a hang.
+TEST(DataParallel, RankThatNeverJoinsIsATimeoutNamingIt) {
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  {
+    // World 3, ranks 0 and 1 started: both name rank 2.
+    const int64_t port = mixlab::free_local_port();
+    std::vector<std::string> messages(2);
+    const auto t0 = Clock::now();
+    on_ranks(2, [&](int64_t r) {
+      try {
+        DataParallel dp(env_for(r, 3, port), std::chrono::seconds(2));
+      } catch (const mixlab::DistributedError& e) {
+        messages[static_cast<size_t>(r)] = e.what();
+      }
+    });
+    EXPECT_LT(seconds_since(t0), 10.0);
+    for (int64_t r : {0, 1}) {
+      const std::string& m = messages[static_cast<size_t>(r)];
+      EXPECT_NE(m.find(fmt::format("rank {} of 3: rank(s) 2 did not join the launch", r)), std::string::npos) << m;
+      EXPECT_NE(m.find(std::to_string(port)), std::string::npos) << m;
+      EXPECT_NE(m.find("within 2 s"), std::string::npos) << m;
+    }
+  }
+  {
+    // World 2, rank 1 alone: no server to reach.
+    const int64_t port = mixlab::free_local_port();
+    const auto t0 = Clock::now();
+    expect_error([&] { DataParallel dp(env_for(1, 2, port), std::chrono::seconds(2)); },
+                 {"rank 1 of 2: cannot reach the rendezvous server (rank 0)", std::to_string(port), "within 2 s"});
+    EXPECT_LT(seconds_since(t0), 10.0);
+  }
+}
+
+// Ranks with different fingerprints are refused by every rank, before the process group exists,
+// each naming the field and both values.
+TEST(DataParallel, RanksWithDifferentFingerprintsAreRefusedByEveryRank) {
+  const int64_t port = mixlab::free_local_port();
+  const mixlab::LaunchFingerprint same{{"config.d_model", "16"}, {"executable", "E"}};
+  mixlab::LaunchFingerprint other = same;
+  other["config.d_model"] = "32";
+  std::vector<std::string> messages(3);
+  on_ranks(3, [&](int64_t r) {
+    try {
+      DataParallel dp(env_for(r, 3, port), std::chrono::seconds(10), DataParallel::kDefaultBucketBytes,
+                      r == 2 ? other : same);
+    } catch (const mixlab::LaunchMismatchError& e) {
+      messages[static_cast<size_t>(r)] = e.what();
+    }
+  });
+  EXPECT_NE(messages[0].find("rank 0 of 3: refusing to train"), std::string::npos) << messages[0];
+  EXPECT_NE(messages[0].find("'config.d_model': rank 0 has 16, rank 2 has 32"), std::string::npos) << messages[0];
+  EXPECT_NE(messages[1].find("'config.d_model': rank 1 has 16, rank 2 has 32"), std::string::npos) << messages[1];
+  EXPECT_NE(messages[2].find("'config.d_model': rank 2 has 32, rank 0 has 16"), std::string::npos) << messages[2];
+
+  // Equal fingerprints join and work.
+  const int64_t port2 = mixlab::free_local_port();
+  std::vector<double> sums(2);
+  on_ranks(2, [&](int64_t r) {
+    DataParallel dp(env_for(r, 2, port2), std::chrono::seconds(10), DataParallel::kDefaultBucketBytes, same);
+    sums[static_cast<size_t>(r)] = dp.all_reduce_sum(std::vector<double>{static_cast<double>(r + 1)})[0];
+  });
+  EXPECT_EQ(sums, (std::vector<double>{3.0, 3.0}));
 }
 
 TEST(DataParallel, PortInUseIsNamed) {

@@ -22,10 +22,24 @@
 // (default 25 MiB, as torch DDP) and each buffer is reduced in one call: a model of many small
 // tensors costs a few collectives per step, not one per tensor.
 //
+// Joining. After the store connects, every rank publishes its LaunchFingerprint
+// (launch_fingerprint.h) under mixlab/join/<rank> and waits for every rank's, so a rank that never
+// comes is a DistributedError naming the missing ranks after the timeout, not a hang; then every
+// rank compares them all and throws a LaunchMismatchError (exit code 2) naming the fields that
+// differ and both values, before the process group and before any collective. Rank 0 serves the
+// store, so it waits until every other rank has read the fingerprints before it goes on or
+// refuses.
+//
 // Faults. Every collective runs under the timeout given at construction. A rank whose peer died
 // gets a mixlab::DistributedError (an IoError: exit code 3) that names its own rank and the
-// operation, within that timeout, never a hang. A MASTER_PORT that is already taken on rank 0
-// is reported as such.
+// operation, within that timeout, never a hang; on the point-to-point exchange it also names the
+// lost peer ("lost rank 1"). So that the survivors of a killed rank blame it and not each other:
+// a failure to reach one peer never stops the messages to the others; a peer whose connection had
+// already broken when a collective started is blamed before the ones waited for; and a rank that
+// fails leaves a note in the store ("I lost rank R"; rank 0 serves the store 1.5 s longer), so a
+// survivor that finds another survivor gone as well blames the rank without a note. Above
+// kExchangeMaxRanks (Gloo's ring) the lost peer is not named. A MASTER_PORT that is already taken
+// on rank 0 is reported as such.
 //
 // Not supported: GPUs/NCCL, uneven batches across ranks.
 #pragma once
@@ -39,6 +53,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/dist/dist_env.h"
+#include "mixlab/dist/launch_fingerprint.h"
 
 namespace mixlab {
 
@@ -46,6 +61,13 @@ namespace mixlab {
 class DistributedError : public IoError {
  public:
   using IoError::IoError;
+};
+
+/// The ranks of one launch were started with different fingerprints (configs or binaries): a
+/// user error, refused before training.
+class LaunchMismatchError : public Error {
+ public:
+  using Error::Error;
 };
 
 /// A collective started by DataParallel::start_all_reduce_sum. wait() blocks until its result is
@@ -67,9 +89,11 @@ class DataParallel {
   /// sends (world - 1) x the bytes, one message latency); above it, Gloo's ring all-reduce.
   static constexpr int kExchangeMaxRanks = 4;
 
-  /// Joins the launch described by `env` (rendezvous and process group); blocks until every rank
-  /// has joined or `timeout` passes.
-  DataParallel(const DistEnv& env, std::chrono::milliseconds timeout, int64_t bucket_bytes = kDefaultBucketBytes);
+  /// Joins the launch described by `env` (rendezvous, fingerprint check, process group); blocks
+  /// until every rank has joined or `timeout` passes. Throws LaunchMismatchError when a rank's
+  /// `fingerprint` differs from this one's.
+  DataParallel(const DistEnv& env, std::chrono::milliseconds timeout, int64_t bucket_bytes = kDefaultBucketBytes,
+               const LaunchFingerprint& fingerprint = {});
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
