@@ -216,6 +216,10 @@ void run_train(const TrainArgs& a) {
     std::filesystem::create_directories(out, ec);
     MIXLAB_CHECK_IO(!ec, "--out '{}': cannot create the directory: {}", out, ec.message());
     lock.emplace(out, "run directory");
+    // A run killed inside a write left its temporary file here; holding the lock, none is live.
+    const int64_t stale = remove_stale_temp_files(out);
+    if (stale > 0 && !a.quiet)
+      std::cerr << fmt::format("train: removed {} stale temporary file(s) in {}\n", stale, out);
   }
   TrainOptions o;
   o.checkpoint_path = a.checkpoint.empty() ? out + "/checkpoint.pt" : a.checkpoint;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "mixlab/core/error.h"
 
@@ -69,6 +70,33 @@ void atomic_write_file(const std::string& path, std::string_view bytes) {
     MIXLAB_CHECK_IO(false, "cannot write '{}': cannot rename '{}' to it: {}", path, tmp, errno_text(err));
   }
   fsync_dir(dir_of(path), path);
+}
+
+namespace {
+
+// "<name>.tmp.<pid>.<n>" as atomic_write_file makes them: both trailing fields all digits.
+bool is_temp_name(const std::string& name) {
+  const size_t mark = name.rfind(".tmp.");
+  if (mark == std::string::npos || mark == 0) return false;
+  const std::string tail = name.substr(mark + 5);
+  const size_t dot = tail.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == tail.size()) return false;
+  auto digits = [](const std::string& s) { return s.find_first_not_of("0123456789") == std::string::npos; };
+  return digits(tail.substr(0, dot)) && digits(tail.substr(dot + 1));
+}
+
+}  // namespace
+
+int64_t remove_stale_temp_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int64_t removed = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec) || !is_temp_name(it->path().filename().string())) continue;
+    if (fs::remove(it->path(), ec)) ++removed;
+  }
+  MIXLAB_CHECK_IO(!ec, "'{}': cannot remove stale temporary files: {}", dir, ec.message());
+  return removed;
 }
 
 std::string file_read(const std::string& path, int64_t max_bytes, const std::string& what) {

@@ -8,6 +8,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/parse_number.h"
+#include "mixlab/core/shown_text.h"
 #include "mixlab/core/spec_args.h"
 #include "mixlab/registry/registry.h"
 
@@ -17,6 +18,13 @@ bool mixer_spec_is_layer_list(const std::string& spec) { return spec.find_first_
 
 std::vector<MixerLayerItem> mixer_layer_list(const std::string& spec, int64_t layers) {
   MIXLAB_CHECK(layers >= 1, "{}: the model's layer count must be >= 1, got {}", mixer_spec_context(spec), layers);
+  MIXLAB_CHECK(!spec.empty(), "{}: the mixer spec is empty; expected '<mixer spec>' or a list '<spec>[*N]|...'",
+               mixer_spec_context(spec));
+  // Printable text only (as spec_split requires of one spec): the messages below quote items.
+  const size_t control = control_byte_offset(spec);
+  MIXLAB_CHECK(control == std::string::npos,
+               "{}: has a control character (byte {:#04x}) at offset {}; expected printable text",
+               mixer_spec_context(spec), static_cast<unsigned char>(spec[control]), control);
   if (!mixer_spec_is_layer_list(spec)) return {MixerLayerItem{spec, 1}};
   std::vector<MixerLayerItem> items;
   int64_t unit = 0;  // layers the list names once

@@ -108,6 +108,23 @@ TEST(AtomicFile, AppendFileAppendsLines) {
   EXPECT_EQ(file_read(path, 100, "test"), "");
 }
 
+// A write killed mid-way leaves "<name>.tmp.<pid>.<n>"; the lock holder removes exactly those.
+TEST(AtomicFile, StaleTemporariesAreRemovedAndNothingElse) {
+  const std::string dir = temp_dir("stale");
+  for (const char* name : {"checkpoint.pt.tmp.123.0", "config.json.tmp.9.17", "keep.tmp.x.1", "keep.tmp.1.", ".tmp.1.2",
+                           "checkpoint.pt", "metrics.jsonl", "notes.tmp"}) {
+    std::ofstream(fs::path(dir) / name) << "x";
+  }
+  fs::create_directories(fs::path(dir) / "sub.tmp.1.2");  // a folder, not a temporary file
+  EXPECT_EQ(remove_stale_temp_files(dir), 2);
+  for (const char* kept :
+       {"keep.tmp.x.1", "keep.tmp.1.", ".tmp.1.2", "checkpoint.pt", "metrics.jsonl", "notes.tmp", "sub.tmp.1.2"})
+    EXPECT_TRUE(fs::exists(fs::path(dir) / kept)) << kept;
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "checkpoint.pt.tmp.123.0"));
+  EXPECT_EQ(remove_stale_temp_files(dir), 0);
+  EXPECT_NE(error_of([&] { remove_stale_temp_files(dir + "/missing"); }).find("missing"), std::string::npos);
+}
+
 TEST(DirLock, SecondHolderIsRefusedWithThePid) {
   const std::string dir = temp_dir("lock");
   {

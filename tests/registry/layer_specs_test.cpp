@@ -65,6 +65,7 @@ TEST(LayerSpecs, RefusesBadListsNamingTheWholeSpec) {
   bad("|ssm", 2, {"layer item 1 is empty", "before the first '|'"});
   bad("ssm||attention", 3, {"layer item 2 is empty", "between '|'"});
   bad("ssm|attention", 0, {"the model's layer count must be >= 1, got 0"});
+  bad("", 2, {"the mixer spec is empty"});
   // Every message is one line.
   try {
     (void)mixer_layer_specs("ssm|", 2);
@@ -105,5 +106,18 @@ TEST(LayerSpecs, OneMixerRefusesAListAndNoFamilyUsesItsCharacters) {
     SCOPED_TRACE(spec);
     EXPECT_FALSE(mixlab::mixer_spec_is_layer_list(spec));
     EXPECT_EQ(mixer_layer_specs(spec, 2), (Specs{spec, spec}));
+  }
+}
+
+// Found by the mixer_spec fuzzer (tests/fuzz/corpus/mixer_spec/crash-control-bytes-in-layer-list.txt):
+// a layer list with control bytes was refused by a message quoting its items raw, over two lines.
+TEST(LayerSpecs, ControlCharactersAreRefusedOnOneLine) {
+  try {
+    (void)mixlab::mixer_layer_list("ssm*2|lo\ncal", 4);
+    ADD_FAILURE() << "a control character was accepted";
+  } catch (const mixlab::Error& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        "mixer spec 'ssm*2|lo\\x0acal': has a control character (byte 0x0a) at offset 8; expected printable text");
   }
 }

@@ -25,6 +25,11 @@ namespace mixlab {
 /// Replaces `path` with `bytes` atomically and durably. Throws mixlab::IoError naming `path`.
 void atomic_write_file(const std::string& path, std::string_view bytes);
 
+/// Removes the temporary files that atomic_write_file left in `dir` when its process was killed
+/// mid-write (regular files named "<name>.tmp.<digits>.<digits>"); returns how many. Call it only
+/// while holding `dir`'s DirLock: then no live writer of this directory can own one.
+int64_t remove_stale_temp_files(const std::string& dir);
+
 /// Reads `path` whole. Throws mixlab::IoError if it cannot be opened or read, mixlab::Error if it
 /// is not a regular file or a pipe, or is larger than `max_bytes`. `what` names the file's role in messages (e.g.
 /// "config").
