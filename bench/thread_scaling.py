@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""How one run scales from 1 to 2 intra-op threads (issue 38 item 4): every fast row of the kernel
+table (bench_kernels, wall time per call, forward and forward+backward) and a training step
+(`mixlab train --task lm`, tokens/s), each measured at 1 and at 2 threads in the same invocation.
+
+Usage: /usr/bin/python3 bench/thread_scaling.py [--build build] [--min-time 0.3] [--steps 40]
+Prints a markdown table: speedup = time at 1 thread / time at 2 threads (throughput ratio for the
+training step). Run it on an idle machine: two threads on two cores leave nothing for anyone else.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def kernel_times(build, threads, min_time):
+    """Wall ms per call of every fast kernel-table row at `threads` threads: {name: ms}."""
+    env = dict(os.environ, MIXLAB_THREADS=str(threads))
+    out = subprocess.run(
+        [os.path.join(build, "bench", "bench_kernels"), "--benchmark_filter=/fast/",
+         f"--benchmark_min_time={min_time}", "--benchmark_format=json"],
+        env=env, check=True, capture_output=True, text=True).stdout
+    # bench_kernels prints its own text table after the JSON document.
+    doc = json.JSONDecoder().raw_decode(out[out.index("{"):])[0]
+    return {b["name"]: float(b["real_time"]) for b in doc["benchmarks"] if b.get("run_type") == "iteration"}
+
+
+def train_tokens_per_s(build, threads, steps):
+    """Median tokens/s of a 2-layer d 64 attention LM step (T 128, batch 16, bytes), steps >= 5."""
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run(
+            [os.path.join(build, "mixlab"), "--threads", str(threads), "train", "--task", "lm", "--mixer", "attention",
+             "--set", "d_model=64", "--set", "layers=2", "--set", "length=128", "--set", "batch=16", "--set",
+             "log_every=1", "--set", f"eval_every={steps + 1}", "--steps", str(steps), "--quiet", "--out", out],
+            check=True, capture_output=True, text=True)
+        rates = []
+        with open(os.path.join(out, "metrics.jsonl")) as f:
+            for line in f:
+                row = json.loads(line)
+                if "tokens_per_s" in row and row.get("step", 0) >= 5:
+                    rates.append(float(row["tokens_per_s"]))
+    return statistics.median(rates)
+
+
+def scaling_rows(one, two):
+    """Rows (name, ms at 1 thread, ms at 2 threads, speedup) for the names both runs have."""
+    rows = []
+    for name in sorted(set(one) & set(two)):
+        a, b = one[name], two[name]
+        rows.append((name, a, b, a / b if b > 0 else float("nan")))
+    return rows
+
+
+def markdown(rows, train):
+    lines = ["| kernel (bench_kernels fast row) | 1 thread ms | 2 threads ms | speedup |", "|---|--:|--:|--:|"]
+    for name, a, b, s in rows:
+        lines.append(f"| {name} | {a:.3f} | {b:.3f} | {s:.2f}x |")
+    if train:
+        t1, t2 = train
+        lines.append(f"| train step, lm attention d64 L2 T128 B16 (tokens/s) | {t1:.0f} tok/s | {t2:.0f} tok/s "
+                     f"| {t2 / t1:.2f}x |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--min-time", type=float, default=0.3)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--no-train", action="store_true", help="kernels only")
+    args = ap.parse_args()
+    one = kernel_times(args.build, 1, args.min_time)
+    two = kernel_times(args.build, 2, args.min_time)
+    train = None
+    if not args.no_train:
+        train = (train_tokens_per_s(args.build, 1, args.steps), train_tokens_per_s(args.build, 2, args.steps))
+    print(markdown(scaling_rows(one, two), train))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
