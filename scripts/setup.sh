@@ -13,6 +13,7 @@ PACKAGES=(
   libcairo2-dev libglpk-dev libicu-dev libgloo-dev zlib1g-dev
   python3-numpy
   clang-format ccache
+  clang libclang-rt-14-dev
   python3-dev pybind11-dev python3-torch
 )
 # Node.js/npm only fetch the corpus; a machine that already has npm (e.g. from NodeSource,

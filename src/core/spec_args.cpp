@@ -6,10 +6,14 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/parse_number.h"
+#include "mixlab/core/shown_text.h"
 
 namespace mixlab {
 
-std::string mixer_spec_context(const std::string& spec) { return fmt::format("mixer spec '{}'", spec); }
+// The spec escaped (core/shown_text.h): a message quoting it stays one line whatever it holds.
+std::string mixer_spec_context(const std::string& spec) {
+  return fmt::format("mixer spec '{}'", shown_text(spec, spec.size()));
+}
 
 SpecArgs::SpecArgs(std::string context, std::string family, const std::string& args,
                    std::initializer_list<const char*> keys, size_t max_positional)
@@ -32,6 +36,12 @@ SpecArgs::SpecArgs(std::string context, std::string family, const std::string& a
   }
   const std::string known_text = shown.empty() ? "none" : fmt::format("{}", fmt::join(shown, ", "));
   if (args.empty()) return;
+  // Arguments are printable text: refusing control bytes first keeps every message below, which
+  // quotes items, on one line.
+  const size_t control = control_byte_offset(args);
+  MIXLAB_CHECK(control == std::string::npos,
+               "{}: {} arguments have a control character (byte {:#04x}) at offset {}; expected printable text",
+               context_, family_, static_cast<unsigned char>(args[control]), control);
   size_t start = 0;
   while (true) {
     const size_t colon = args.find(':', start);

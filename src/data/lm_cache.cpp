@@ -84,9 +84,11 @@ std::shared_ptr<LmTokenFile> LmTokenFile::open(const std::string& path, const Lm
                "{}: built for tokenizer {}, split {}, corpus {:016x}, vocab {}; expected {}, {}, {:016x}, {}", what,
                i.key.tokenizer, i.key.split, i.key.corpus, i.key.vocab, expected.tokenizer, expected.split,
                expected.corpus, expected.vocab);
-  MIXLAB_CHECK(i.tokens >= 0 && size == kLmCacheHeaderBytes + 2 * i.tokens,
-               "{}: truncated or corrupt (the header says {} tokens, the file has {} bytes of tokens)", what, i.tokens,
-               size - kLmCacheHeaderBytes);
+  // The count is bounded by the file before it is doubled: 2 * tokens must not overflow.
+  MIXLAB_CHECK(
+      i.tokens >= 0 && i.tokens <= (size - kLmCacheHeaderBytes) / 2 && size == kLmCacheHeaderBytes + 2 * i.tokens,
+      "{}: truncated or corrupt (the header says {} tokens, the file has {} bytes of tokens)", what, i.tokens,
+      size - kLmCacheHeaderBytes);
   f->tokens_ = reinterpret_cast<const uint16_t*>(base + kLmCacheHeaderBytes);
   const uint64_t actual = checksum64(payload_of(f->tokens_, i.tokens), checksum64(header_fields(i)));
   MIXLAB_CHECK(actual == stored, "{}: checksum mismatch (stored {:016x}, computed {:016x}): the file is corrupt", what,

@@ -9,6 +9,7 @@
 
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/shown_text.h"
 #include "mixlab/data/zip_archive.h"
 
 namespace mixlab {
@@ -64,7 +65,7 @@ class HeaderParser {
   }
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void fail_unless(bool ok, const std::string& what) const {
-    MIXLAB_CHECK(ok, "{}: malformed .npy header ({} at character {}): '{}'", origin_, what, i_, std::string(s_));
+    MIXLAB_CHECK(ok, "{}: malformed .npy header ({} at character {}): '{}'", origin_, what, i_, shown_text(s_));
   }
   void expect(char c) {
     skip();
@@ -138,21 +139,22 @@ struct Dtype {
 Dtype parse_dtype(const std::string& descr, const std::string& origin) {
   const std::string expected =
       "expected a little-endian integer type: int8, int16, int32, int64, uint8, uint16, uint32 or uint64";
-  MIXLAB_CHECK(descr.size() >= 3, "{}: unsupported dtype '{}'; {}", origin, descr, expected);
+  MIXLAB_CHECK(descr.size() >= 3, "{}: unsupported dtype '{}'; {}", origin, shown_text(descr), expected);
   const char order = descr[0], kind = descr[1];
   MIXLAB_CHECK(order != '>' || descr == ">i1" || descr == ">u1",
-               "{}: dtype '{}' is big-endian; {} (e.g. a.astype('<i8'))", origin, descr, expected);
+               "{}: dtype '{}' is big-endian; {} (e.g. a.astype('<i8'))", origin, shown_text(descr), expected);
   const char* names[] = {"float", "complex", "bool", "bytes", "str", "object", "datetime", "timedelta", "void"};
   const std::string kinds = "fcbSUOmMV";
   const size_t k = kinds.find(kind);
-  MIXLAB_CHECK(k == std::string::npos, "{}: dtype '{}' ({}) is not supported; {}", origin, descr, names[k], expected);
+  MIXLAB_CHECK(k == std::string::npos, "{}: dtype '{}' ({}) is not supported; {}", origin, shown_text(descr), names[k],
+               expected);
   MIXLAB_CHECK((order == '<' || order == '|' || order == '=' || order == '>') && (kind == 'i' || kind == 'u'),
-               "{}: unsupported dtype '{}'; {}", origin, descr, expected);
+               "{}: unsupported dtype '{}'; {}", origin, shown_text(descr), expected);
   Dtype d;
   d.is_signed = kind == 'i';
   const std::string size = descr.substr(2);
   MIXLAB_CHECK(size == "1" || size == "2" || size == "4" || size == "8", "{}: unsupported dtype '{}'; {}", origin,
-               descr, expected);
+               shown_text(descr), expected);
   d.size = size[0] - '0';
   return d;
 }
@@ -211,7 +213,8 @@ NpyArray npy_parse(std::string_view b, const std::string& origin) {
       MIXLAB_CHECK(v.kind == HeaderValue::kTuple, "{}: .npy header key 'shape' must be a tuple", origin);
       shape = v.ints;
     } else {
-      MIXLAB_FAIL("{}: .npy header has the unknown key '{}' (expected descr, fortran_order and shape)", origin, key);
+      MIXLAB_FAIL("{}: .npy header has the unknown key '{}' (expected descr, fortran_order and shape)", origin,
+                  shown_text(key));
     }
   }
   MIXLAB_CHECK(descr && fortran && shape, "{}: .npy header lacks the key '{}' (expected descr, fortran_order, shape)",
@@ -286,13 +289,14 @@ bool NpyFile::contains(const std::string& name) const {
 NpyArray NpyFile::array(const std::string& name) const {
   if (!npz_) {
     MIXLAB_CHECK(name.empty(), "{}: is an .npy file (one array), not an .npz archive with an array '{}'", origin_,
-                 name);
+                 shown_text(name));
     return npy_parse(entries_.front().second, origin_);
   }
   for (const auto& e : entries_)
-    if (e.first == name) return npy_parse(e.second, fmt::format("{}: array '{}'", origin_, name));
-  const auto have = names();
-  MIXLAB_FAIL("{}: .npz has no array '{}' (it has: {})", origin_, name,
+    if (e.first == name) return npy_parse(e.second, fmt::format("{}: array '{}'", origin_, shown_text(name)));
+  std::vector<std::string> have;
+  for (const std::string& n : names()) have.push_back(shown_text(n));
+  MIXLAB_FAIL("{}: .npz has no array '{}' (it has: {})", origin_, shown_text(name),
               have.empty() ? std::string("no arrays") : fmt::format("{}", fmt::join(have, ", ")));
 }
 

@@ -8,11 +8,13 @@
 #include <limits>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/shown_text.h"
 
 namespace mixlab {
 namespace {
 
 constexpr uint32_t kLocalHeaderSig = 0x04034b50;
+constexpr int64_t kDeflateMaxRatio = 1032;
 constexpr uint32_t kCentralHeaderSig = 0x02014b50;
 constexpr uint32_t kEndSig = 0x06054b50;
 constexpr uint32_t kZip64EndSig = 0x06064b50;
@@ -156,7 +158,7 @@ std::vector<ZipEntry> zip_read_entries(std::string_view bytes, const std::string
     r.need(off + kCentralHeaderSize, name_len + extra_len + comment_len, "an entry name");
     ZipEntry e;
     e.name = std::string(bytes.substr(static_cast<size_t>(off + kCentralHeaderSize), static_cast<size_t>(name_len)));
-    const std::string what = fmt::format("{}: zip entry '{}'", origin, e.name);
+    const std::string what = fmt::format("{}: zip entry '{}'", origin, shown_text(e.name));
     // zip64: the fields saturated at 0xFFFFFFFF are in the 0x0001 extra field, in this order.
     const int64_t extra = off + kCentralHeaderSize + name_len;
     for (int64_t x = extra; x + 4 <= extra + extra_len;) {
@@ -190,6 +192,12 @@ std::vector<ZipEntry> zip_read_entries(std::string_view bytes, const std::string
       MIXLAB_CHECK(csize == usize, "{}: stored entry has {} bytes but a size of {}", what, csize, usize);
       e.bytes = std::string(raw);
     } else {
+      // Deflate turns one compressed byte into at most 1032 bytes (258-byte matches in 2 bits): a
+      // larger size is corrupt, refused before `usize` bytes are allocated for it.
+      MIXLAB_CHECK(usize <= csize * kDeflateMaxRatio,
+                   "{}: the directory says {} bytes inflated from {} compressed, more than deflate can produce "
+                   "({}:1); the archive is corrupt",
+                   what, usize, csize, kDeflateMaxRatio);
       e.bytes = inflate_entry(raw, usize, what);
     }
     // crc32 takes 32-bit lengths: fold in chunks.

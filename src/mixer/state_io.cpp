@@ -10,6 +10,7 @@
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/shown_text.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/mixer/mixer.h"
 
@@ -21,6 +22,9 @@ constexpr uint32_t kByteOrderMark = 0x01020304u;
 // A state file larger than this is not one we wrote (a 64k-token attention cache of a small
 // model is a few MB); the bound keeps a corrupt length field from allocating without limit.
 constexpr int64_t kMaxStateBytes = int64_t{1} << 36;
+// The most sequences a state holds: loading builds init_state(batch) before reading the entries,
+// so a header's batch must not ask for an absurd allocation (a fuzzed header asked for 2^54).
+constexpr int64_t kMaxStateBatch = int64_t{1} << 16;
 constexpr size_t kMaxSpecBytes = 1 << 16;
 
 // The dtypes a state may hold; anything else is refused on both sides.
@@ -147,6 +151,12 @@ StateRecord state_decode(const std::string& bytes, const std::string& source) {
                spec_len);
   StateRecord r;
   r.spec = in.get_string(spec_len, "the spec");
+  // The spec and the entry names are printable text; refusing control bytes here keeps every
+  // later message that quotes them (a spec mismatch, an unexpected entry) on one line.
+  const size_t spec_control = control_byte_offset(r.spec);
+  MIXLAB_CHECK(spec_control == std::string::npos,
+               "state '{}': the spec '{}' has a control character at offset {} (corrupt header)", source,
+               shown_text(r.spec), spec_control);
   r.batch = in.get<int64_t>("the batch size");
   r.position = in.get<int64_t>("the position");
   const auto n_entries = in.get<uint32_t>("the entry count");
@@ -166,13 +176,18 @@ StateRecord state_decode(const std::string& bytes, const std::string& source) {
   MIXLAB_CHECK(stored == checksum64(std::string_view(bytes.data(), body)),
                "state '{}': checksum mismatch: the file is corrupt (stored {:#018x}, computed {:#018x})", source,
                stored, checksum64(std::string_view(bytes.data(), body)));
-  MIXLAB_CHECK(r.batch >= 1 && r.position >= 0, "state '{}': batch {} / position {} out of range", source, r.batch,
-               r.position);
+  MIXLAB_CHECK(r.batch >= 1 && r.batch <= kMaxStateBatch && r.position >= 0,
+               "state '{}': batch {} / position {} out of range (expected a batch in [1, {}] and a position >= 0)",
+               source, r.batch, r.position, kMaxStateBatch);
   In p(bytes, header_end, body, source);
   for (uint32_t i = 0; i < n_entries; ++i) {
     StateEntry e;
     const auto name_len = p.get<uint16_t>("an entry name length");
     e.name = p.get_string(name_len, "an entry name");
+    const size_t name_control = control_byte_offset(e.name);
+    MIXLAB_CHECK(name_control == std::string::npos,
+                 "state '{}': entry {} has the name '{}' with a control character at offset {} (corrupt entry)", source,
+                 i, shown_text(e.name), name_control);
     const auto kind = p.get<uint8_t>("an entry kind");
     MIXLAB_CHECK(kind <= 2, "state '{}': entry '{}' has unknown kind {}", source, e.name, kind);
     e.kind = static_cast<StateEntry::Kind>(kind);
@@ -191,9 +206,12 @@ StateRecord state_decode(const std::string& bytes, const std::string& source) {
                      "state '{}': entry '{}' has an implausible size {}", source, e.name, s);
         numel *= s;
       }
+      // The bytes must be in the file before the tensor is allocated: a header claiming a huge
+      // tensor in a small file is "truncated", not an allocation of the claimed size.
+      const size_t n = static_cast<size_t>(numel) * c10::elementSize(dtype);
+      const char* data = p.take(n, "tensor data");
       e.tensor = torch::empty(sizes, torch::TensorOptions().dtype(dtype));
-      const size_t n = static_cast<size_t>(numel) * e.tensor.element_size();
-      if (n > 0) std::memcpy(e.tensor.data_ptr(), p.take(n, "tensor data"), n);
+      if (n > 0) std::memcpy(e.tensor.data_ptr(), data, n);
     }
     r.entries.push_back(std::move(e));
   }

@@ -8,6 +8,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/parse_number.h"
+#include "mixlab/core/shown_text.h"
 #include "mixlab/core/spec_args.h"
 
 namespace mixlab {
@@ -113,6 +114,12 @@ Pattern Pattern::parse(const std::string& spec_in) {
   MIXLAB_CHECK(!spec.empty(),
                "pattern spec is empty; expected one of causal, band:W, dense, order:K, pow2, square, "
                "linear, offsets:1,2,..., geom:B, power:P, fib, ruler:L, a union A+B, optionally with +cache");
+  // Specs are printable text: refusing control bytes first keeps every message below, which
+  // quotes the spec, on one line.
+  const size_t control = control_byte_offset(spec);
+  MIXLAB_CHECK(control == std::string::npos,
+               "pattern spec '{}': has a control character (byte {:#04x}) at offset {}; expected printable text",
+               shown_text(spec), static_cast<unsigned char>(spec[control]), control);
   const std::string kCacheSuffix = "+cache";
   std::string body = spec;
   if (body.size() > kCacheSuffix.size() &&

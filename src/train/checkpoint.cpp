@@ -24,6 +24,15 @@ constexpr int64_t kCheckpointMaxBytes = int64_t{64} << 30;
 // First line of a c10::Error message (the rest is a C++ backtrace, useless to a user).
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// The first line of what LibTorch threw while reading an archive: a c10::Error (then a backtrace
+// follows), or another std::exception, e.g. torch::jit::ErrorReport from compiling the archive's
+// code/ files (then a source excerpt follows). mixlab's own errors pass through unchanged.
+std::string library_error(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e))
+    return first_line(c10_error->what_without_backtrace());
+  return first_line(e.what());
+}
+
 // Parses "<magic> <version> <payload bytes> <checksum hex>\n" + payload, verifies size and
 // checksum, and returns the payload (a torch archive).
 std::string checkpoint_payload(const std::string& path, const std::string& file) {
@@ -59,17 +68,20 @@ std::string checkpoint_payload(const std::string& path, const std::string& file)
 void archive_load(torch::serialize::InputArchive& ar, const std::string& path, const std::string& payload) {
   try {
     ar.load_from(payload.data(), payload.size());
-  } catch (const c10::Error& e) {
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
     throw Error(fmt::format("{}: not a readable checkpoint (truncated or corrupt file): {}", checkpoint_prefix(path),
-                            first_line(e.what_without_backtrace())));
+                            library_error(e)));
   }
   c10::IValue format;
   bool ok = false;
   try {
     ok = ar.try_read("format", format);
-  } catch (const c10::Error& e) {
-    throw Error(
-        fmt::format("{}: corrupt entry 'format': {}", checkpoint_prefix(path), first_line(e.what_without_backtrace())));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: corrupt entry 'format': {}", checkpoint_prefix(path), library_error(e)));
   }
   MIXLAB_CHECK(ok && format.isString() && format.toStringRef() == kCheckpointFormat,
                "{}: not a mixlab checkpoint (missing or wrong 'format' entry; expected '{}')", checkpoint_prefix(path),
@@ -81,9 +93,10 @@ c10::IValue archive_read(torch::serialize::InputArchive& ar, const std::string& 
   bool ok = false;
   try {
     ok = ar.try_read(key, v);
-  } catch (const c10::Error& e) {
-    throw Error(fmt::format("{}: corrupt entry '{}': {}", checkpoint_prefix(path), key,
-                            first_line(e.what_without_backtrace())));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: corrupt entry '{}': {}", checkpoint_prefix(path), key, library_error(e)));
   }
   MIXLAB_CHECK(ok, "{}: missing entry '{}'", checkpoint_prefix(path), key);
   return v;
@@ -95,7 +108,7 @@ TrainConfig archive_config(torch::serialize::InputArchive& ar, const std::string
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(v.toStringRef());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, out_of_range (a number beyond double)
     throw Error(fmt::format("{}: entry 'config' is not valid JSON: {}", checkpoint_prefix(path), e.what()));
   }
   return config_from_json(j, fmt::format("stored in {}", checkpoint_prefix(path)));
@@ -155,9 +168,10 @@ void checkpoint_load_model(const LoadedCheckpoint& c, torch::nn::Module& model) 
     torch::serialize::InputArchive model_ar;
     MIXLAB_CHECK(ar.try_read("model", model_ar), "{}: missing entry 'model'", checkpoint_prefix(path));
     model.load(model_ar);
-  } catch (const c10::Error& e) {
-    throw Error(fmt::format("{}: cannot read the model weights: {}", checkpoint_prefix(path),
-                            first_line(e.what_without_backtrace())));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: cannot read the model weights: {}", checkpoint_prefix(path), library_error(e)));
   }
 }
 
@@ -176,9 +190,11 @@ void checkpoint_load_training_state(const LoadedCheckpoint& c, torch::nn::Module
     MIXLAB_CHECK(ar.try_read("rng", rng), "{}: missing entry 'rng'", checkpoint_prefix(path));
     at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle sharing the global one
     gen.set_state(rng);
-  } catch (const c10::Error& e) {
-    throw Error(fmt::format("{}: cannot restore the model/optimizer state: {}", checkpoint_prefix(path),
-                            first_line(e.what_without_backtrace())));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(
+        fmt::format("{}: cannot restore the model/optimizer state: {}", checkpoint_prefix(path), library_error(e)));
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/shown_text.h"
 #include "mixlab/data/lm_tokenizer.h"
 #include "mixlab/registry/layer_specs.h"
 #include "mixlab/train/task_file.h"
@@ -192,6 +193,20 @@ void config_validate(const TrainConfig& c, const std::string& origin) {
 TrainConfig config_from_json(const json& j, const std::string& origin) {
   MIXLAB_CHECK(j.is_object(), "config {}: expected a JSON object, got {}", origin, j.type_name());
   for (const auto& item : j.items()) {
+    // Keys and text values are printable (names, specs, paths): refusing control bytes first keeps
+    // every message below, which quotes them, on one line.
+    const size_t key_control = control_byte_offset(item.key());
+    MIXLAB_CHECK(key_control == std::string::npos,
+                 "config {}: key '{}' has a control character at offset {}; expected printable text", origin,
+                 shown_text(item.key()), key_control);
+    if (item.value().is_string()) {
+      const auto& text = item.value().get_ref<const std::string&>();
+      const size_t control = control_byte_offset(text);
+      MIXLAB_CHECK(control == std::string::npos,
+                   "config {}: key '{}' has a control character at offset {} of its value '{}'; expected printable "
+                   "text",
+                   origin, item.key(), control, shown_text(text));
+    }
     MIXLAB_CHECK(known_keys().count(item.key()), "config {}: unknown key '{}' (known: {})", origin, item.key(),
                  fmt::join(known_keys(), ", "));
   }
@@ -286,7 +301,7 @@ TrainConfig config_load(const std::string& path) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number beyond double
     throw Error(fmt::format("config {}: malformed JSON: {}", path, e.what()));
   }
   return config_from_json(j, path);

@@ -61,3 +61,19 @@ TEST(SpecArgs, GettersCheckTheirRanges) {
   expect_error([&] { a.integer("p", 0, -3, 5); },
                "ctx: f key 'p' must be an integer in [-3, 5], got -4 (out of range)");
 }
+
+// Found by the spec_args fuzzer (tests/fuzz/corpus/spec_args/crash-newline-in-arguments.txt):
+// "w=:c\n" was refused by a message quoting the item and the spec with the newline, two lines.
+// Arguments with a control byte are refused first, and mixer_spec_context escapes the spec.
+TEST(SpecArgs, ControlCharactersAreRefusedOnOneLine) {
+  const std::string args = "w=:c\n";
+  try {
+    SpecArgs(mixlab::mixer_spec_context("fam:" + args), "fam", args, {"w", "c"});
+    ADD_FAILURE() << "a control character was accepted";
+  } catch (const mixlab::Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m,
+              "mixer spec 'fam:w=:c\\x0a': fam arguments have a control character (byte 0x0a) at offset 4; "
+              "expected printable text");
+  }
+}

@@ -259,3 +259,17 @@ TEST(LmTokenizer, BytesAndErrors) {
                {"/nonexistent/gpt2", "scripts/setup.sh"});
   expect_error([&] { b.decode_token(256); }, {"id must be in [0, 256)"});
 }
+
+// Found running the lm_cache fuzz target on a hand-made input (tests/fuzz/corpus/lm_cache/
+// crash-token-count-overflow.tok): a header saying 2^62 tokens made the size check compute
+// 2 * 2^62, a signed overflow (UBSan). The count is now bounded by the file first.
+TEST(LmCache, AHugeTokenCountIsTruncatedNotAnOverflow) {
+  const std::string path = MIXLAB_SOURCE_DIR "/tests/fuzz/corpus/lm_cache/crash-token-count-overflow.tok";
+  LmCacheKey key;
+  key.tokenizer = "bytes";
+  key.split = "train";
+  key.corpus = 0x0123456789abcdefULL;
+  key.vocab = 256;
+  expect_error([&] { LmTokenFile::open(path, key); },
+               {"the header says 4611686018427387904 tokens, the file has 10 bytes of tokens"});
+}

@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <limits>
 
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/error.h"
 #include "mixlab/data/zip_archive.h"
+#include "mixlab_test_paths.h"
 #include "support/expect_error.h"
 #include "support/npy_bytes.h"
 
@@ -177,4 +179,45 @@ TEST(Npy, BadArchivesAreErrorsNamingTheEntry) {
   std::string bad_offset = whole;
   bad_offset[central + 42] = 0x7F;  // the local header offset points past the file
   expect_error([&] { NpyFile::from_bytes(bad_offset, "o.npz"); }, {"o.npz", "zip entry 'inputs.npy'"});
+}
+
+// Found by the npy fuzzer (tests/fuzz/corpus/npy/crash-malformed-header-quoted-with-its-newline.npy):
+// a malformed header was quoted whole, with the '\n' that ends every .npy header, so the message
+// took two lines. Text from the file (the header, a dtype, a key, an entry name) is now quoted
+// with control bytes escaped (core/shown_text.h).
+TEST(Npy, MessagesQuotingTheFileStayOnOneLine) {
+  auto expect_one_line = [](const std::function<void()>& f, const std::string& fragment) {
+    try {
+      f();
+      ADD_FAILURE() << "expected a mixlab::Error containing '" << fragment << "'";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+      EXPECT_NE(m.find(fragment), std::string::npos) << m;
+    }
+  };
+  std::string malformed = npy_i64(1, 1, {1});
+  malformed.replace(malformed.find("'shape': "), 9, "'shape' )");
+  expect_one_line([&] { parse(malformed); }, "malformed .npy header (expected ':' at character");
+  expect_one_line([&] { parse(malformed); }, "\\x0a'");  // the header's final newline, escaped
+  const std::string long_header = npy_bytes("<i8", "(1, 1" + std::string(200, ' ') + "\nx", "");
+  expect_one_line([&] { parse(long_header); }, "...'");  // a header of 300 bytes, quoted up to 120
+  std::string key = npy_i64(1, 1, {1});
+  key.replace(key.find("'shape'"), 7, "'sh\nape'");
+  expect_one_line([&] { parse(key); }, "unknown key 'sh\\x0aape'");
+  expect_one_line([] { parse(npy_bytes("<i\n", "(1,)", "")); }, "unsupported dtype '<i\\x0a'");
+  const std::string npz = zip_bytes({{"in\nputs.npy", npy_i64(1, 1, {1})}});
+  expect_one_line([&] { (void)NpyFile::from_bytes(npz, "n.npz").array("labels"); }, "(it has: in\\x0aputs)");
+}
+
+// Found by the npy fuzzer (tests/fuzz/corpus/npy/oom-deflate-size-claim.npz): a 367-byte .npz whose
+// directory says a deflated entry inflates to 4 GB was given that much memory before inflating.
+// A size deflate cannot reach from the compressed bytes (1032:1) is now refused first.
+TEST(Npy, AnInflatedSizeDeflateCannotReachIsRefusedBeforeAllocating) {
+  expect_error([] { NpyFile::read(MIXLAB_SOURCE_DIR "/tests/fuzz/corpus/npy/oom-deflate-size-claim.npz"); },
+               {"oom-deflate-size-claim.npz", "4177526640 bytes inflated from 76 compressed",
+                "more than deflate can produce (1032:1)"});
+  // At the bound itself an entry is still read: 1032 zeros deflate to a few bytes.
+  const std::string zeros = npy_bytes("|u1", "(1032,)", std::string(1032, '\0'));
+  EXPECT_EQ(NpyFile::from_bytes(zip_bytes({{"a.npy", zeros, true}}), "z.npz").array("a").numel(), 1032);
 }

@@ -149,3 +149,15 @@ TEST(PatternIndex, RejectsBadLengths) {
   // dense at 2^20 would need 2^40 slots: refused with a message, not an allocation failure.
   EXPECT_THROW(mixlab::pattern_index(Pattern::parse("dense"), int64_t{1} << 20), mixlab::Error);
 }
+
+// Found by the pattern fuzzer (tests/fuzz/corpus/pattern/crash-newline-in-spec.txt): "or\ner:r"
+// was refused by a message quoting the spec with its newline, two lines.
+TEST(Pattern, ControlCharactersAreRefusedOnOneLine) {
+  try {
+    (void)Pattern::parse("or\ner:r");
+    ADD_FAILURE() << "a control character was accepted";
+  } catch (const mixlab::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "pattern spec 'or\\x0aer:r': has a control character (byte 0x0a) at offset 2; expected printable text");
+  }
+}

@@ -8,13 +8,17 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
+#include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
 #include "mixlab/mixer/state_io.h"
 #include "mixlab/registry/registry.h"
+#include "mixlab_test_paths.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 #include "support/mixer_specs.h"
@@ -249,4 +253,48 @@ TEST(DecodeEngine, FileFormErrorsNameThePath) {
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   expect_error([&] { c.mixer->load_file(path); }, {"s.state", "version 9", "reads version 1"});
   std::filesystem::remove_all(dir);
+}
+
+// Found by the decode_state fuzzer (tests/fuzz/corpus/decode_state/crash-entry-name-with-newline.state):
+// an entry name with a newline was quoted in the loader's message, two lines. The spec and the
+// entry names are refused at decode when they hold a control byte.
+TEST(DecodeEngine, ControlCharactersInNamesAreRefusedOnOneLine) {
+  mixlab::StateRecord record;
+  record.spec = "ssm:4";
+  record.batch = 1;
+  mixlab::StateEntry entry;
+  entry.name = "p\nosition";
+  record.entries.push_back(entry);
+  expect_error([&] { mixlab::state_decode(mixlab::state_encode(record), "n.state"); },
+               {"n.state", "entry 0 has the name 'p\\x0aosition' with a control character at offset 1"});
+  record.entries.clear();
+  record.spec = "ssm\t4";
+  expect_error([&] { mixlab::state_decode(mixlab::state_encode(record), "n.state"); },
+               {"n.state", "the spec 'ssm\\x094' has a control character at offset 3"});
+}
+
+// Found by the decode_state fuzzer (tests/fuzz/corpus/decode_state/crash-batch-of-2-to-the-54.state,
+// checksum repaired by the fuzzer): a state of batch 2^54 made the loader build init_state(2^54).
+// The header's batch is bounded before anything is allocated.
+TEST(DecodeEngine, AnAbsurdBatchIsRefusedBeforeTheStateIsBuilt) {
+  auto c = mixlab::mixer_create("ssm:4", small_mixer_dims());
+  auto state = c->init_state(1);
+  mixlab::StateRecord record = c->state_record(*state);
+  record.batch = int64_t{1} << 54;
+  expect_error([&] { c->state_from_record(mixlab::state_decode(mixlab::state_encode(record), "b.state"), "b.state"); },
+               {"b.state", "batch 18014398509481984", "expected a batch in [1, 65536]"});
+}
+
+// Found by the decode_state fuzzer (tests/fuzz/corpus/decode_state/oom-tensor-larger-than-file.state):
+// a 366-byte state whose header (checksum intact) gives a tensor of 6 GB was allocated before its
+// bytes were looked for. Now the bytes must be in the file first: "truncated", no allocation.
+TEST(DecodeEngine, ATensorLargerThanTheFileIsTruncatedNotAllocated) {
+  const std::string path = MIXLAB_SOURCE_DIR "/tests/fuzz/corpus/decode_state/oom-tensor-larger-than-file.state";
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(bytes.size(), 366u);
+  // The fuzzer repaired the checksum (tests/fuzz/file_targets.cpp); so does this test.
+  const uint64_t sum = mixlab::checksum64(std::string_view(bytes.data(), bytes.size() - 8));
+  std::memcpy(bytes.data() + bytes.size() - 8, &sum, sizeof(sum));
+  expect_error([&] { mixlab::state_decode(bytes, "big.state"); }, {"big.state", "truncated while reading tensor data"});
 }

@@ -338,6 +338,30 @@ TEST(TrainConfig, FileSizeIsBounded) {
   std::remove(big.c_str());
 }
 
+// Found by the config fuzzer (tests/fuzz/corpus/config/crash-newline-in-a-value.json): a text
+// value with an escaped newline ("rec\nall") was quoted raw by the message refusing it, two lines.
+// Keys and text values with a control byte are refused first, on one line.
+TEST(TrainConfig, ControlCharactersInKeysAndValuesAreRefusedOnOneLine) {
+  expect_error_contains([] { config_from_json(json::parse(R"({"task": "rec\nall"})"), "c.json"); },
+                        "config c.json: key 'task' has a control character at offset 3 of its value 'rec\\x0aall'");
+  expect_error_contains([] { config_from_json(json::parse(R"({"ta\tsk": "recall"})"), "c.json"); },
+                        "config c.json: key 'ta\\x09sk' has a control character at offset 2");
+}
+
+// Found by the config fuzzer (tests/fuzz/corpus/config/crash-number-beyond-double.json): a
+// number beyond double's range is nlohmann::json's out_of_range, not a parse_error, and escaped
+// config_load unwrapped. Every JSON error of the file is now "malformed JSON" naming the path.
+TEST(TrainConfig, ANumberBeyondDoubleIsMalformedJson) {
+  const std::string path = ::testing::TempDir() + "/mixlab_huge_number.json";
+  {
+    std::ofstream out(path);
+    out << R"({"lr": 1e99999})";
+  }
+  expect_error_contains([&] { config_load(path); }, "config " + path + ": malformed JSON: ");
+  expect_error_contains([&] { config_load(path); }, "number overflow parsing '1e99999'");
+  std::remove(path.c_str());
+}
+
 // Fuzz: random and mutated JSON never crashes config_from_json; every rejection is a
 // mixlab::Error with one line naming the origin.
 TEST(TrainConfig, Fuzz) {

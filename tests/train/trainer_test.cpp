@@ -10,6 +10,9 @@
 #include <fstream>
 #include <iterator>
 
+#include "mixlab/core/checksum.h"
+#include "mixlab/train/checkpoint.h"
+#include "mixlab_test_paths.h"
 #include "train_test_util.h"
 
 namespace mixlab {
@@ -425,6 +428,32 @@ TEST(TrainTrainer, CheckpointChecksum) {
   v3[std::string("mixlab-checkpoint ").size()] = '3';
   std::ofstream(path, std::ios::binary) << v3;
   expect_error_contains([&] { checkpoint_read(path); }, {path, "version 3 is not supported"});
+  std::remove(path.c_str());
+}
+
+// Found by the checkpoint fuzzer (tests/fuzz/corpus/checkpoint/crash-torchscript-error-escapes.ckpt,
+// one byte of an archive's code/ file changed and the header's checksum repaired): LibTorch's
+// TorchScript compiler threw torch::jit::ErrorReport ("invalid indent level"), which is no
+// c10::Error, so it escaped checkpoint_read unwrapped. Every library exception is now one line.
+TEST(TrainTrainer, ACheckpointWhoseArchiveCodeDoesNotCompileIsAOneLineError) {
+  std::ifstream in(MIXLAB_SOURCE_DIR "/tests/fuzz/corpus/checkpoint/crash-torchscript-error-escapes.ckpt",
+                   std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string payload = file.substr(file.find('\n') + 1);
+  const std::string path = ::testing::TempDir() + "/mixlab_bad_code.ckpt";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << fmt::format("mixlab-checkpoint 2 {} {:016x}\n", payload.size(), checksum64(payload)) << payload;
+  }
+  try {
+    (void)checkpoint_read(path);
+    ADD_FAILURE() << "a checkpoint whose archive code does not compile was read";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    EXPECT_NE(m.find("checkpoint '" + path + "': not a readable checkpoint"), std::string::npos) << m;
+    EXPECT_NE(m.find("invalid indent level"), std::string::npos) << m;
+  }
   std::remove(path.c_str());
 }
 
