@@ -302,6 +302,18 @@ void Trainer::checkpoint_load(const LoadedCheckpoint& c) {
                config_.steps);
   checkpoint_load_training_state(c, *model_, *optimizer_);
   step_ = c.step;
+  // LibTorch's load restores the optimiser's state but keeps the options it was built with (lr =
+  // the config's), while a run that was never interrupted holds the last step's scheduled lr. Set
+  // it, so that a resumed run that takes no further step (resumed at its last step, the soak
+  // found) saves the same checkpoint as the uninterrupted one.
+  if (step_ > 0) {
+    const double lr = config_lr_at(config_, step_ - 1);
+    for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+  }
+}
+
+double Trainer::optimizer_lr() const {
+  return static_cast<const torch::optim::AdamWOptions&>(optimizer_->param_groups().front().options()).lr();
 }
 
 void Trainer::init_weights(const LoadedCheckpoint& c) {

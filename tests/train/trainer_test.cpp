@@ -251,9 +251,26 @@ TEST(TrainTrainer, CheckpointRoundTrip) {
   b.checkpoint_load(ckpt);
   EXPECT_EQ(b.step(), 3);
   expect_bit_equal(params_of(a), params_of(b));
+
   const EvalResult ea = a.evaluate(), eb = b.evaluate();
   EXPECT_EQ(ea.loss, eb.loss);
   EXPECT_EQ(ea.token_acc, eb.token_acc);
+  std::remove(ckpt.c_str());
+}
+
+// After a load the optimiser holds the last step's scheduled lr, as the run that wrote the
+// checkpoint did: a fresh optimiser holds the config's lr, so a checkpoint saved right after a
+// resume at the last step differed from the uninterrupted run's (scripts.soak_short found it).
+TEST(TrainTrainer, ALoadedOptimiserHoldsTheLastStepsLearningRate) {
+  const TrainConfig c = tiny_config();
+  Trainer a(c, test_mixer_factory());
+  const std::string ckpt = train_and_save(a, 5, "lr.ckpt");
+  ASSERT_NE(config_lr_at(c, 4), c.lr);  // past warmup, on the cosine
+  EXPECT_EQ(a.optimizer_lr(), config_lr_at(c, 4));
+  Trainer b(c, test_mixer_factory());
+  EXPECT_EQ(b.optimizer_lr(), c.lr);
+  b.checkpoint_load(ckpt);
+  EXPECT_EQ(b.optimizer_lr(), a.optimizer_lr());
   std::remove(ckpt.c_str());
 }
 

@@ -165,6 +165,9 @@ class Trainer {
   DecoderModel& model() { return *model_; }
   std::shared_ptr<DecoderModel> model_ptr() { return model_; }
   int64_t step() const { return step_; }
+  /// The learning rate the optimiser holds (every parameter group has the same): the schedule's
+  /// value at the last step taken, also after a resume, as the checkpoint stores it.
+  double optimizer_lr() const;
 
  private:
   TrainConfig config_;
