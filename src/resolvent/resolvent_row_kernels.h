@@ -6,7 +6,7 @@
 // w (one row, or a block of rows) in memory and run one loop over D per slot, so every slot costs
 // a load and a store of the accumulators; at T = 65536 pow2 they reached 3 GB/s of real bytes on
 // one thread, 10 % of memcpy (docs/log/benchmarks-2026-11.md, resolvent section). Here a row is cut into
-// column chunks of kChunkVectors 64-byte vectors whose u and w stay in registers while every slot
+// column chunks of kChunkVectors native vectors whose u and w stay in registers while every slot
 // of the row is read, so a slot costs its two source rows and two FMAs per vector. Row i's own
 // term α_i0 x_i starts u; y_i = u + w, or (1 − g_i) ⊙ u + g_i ⊙ w gated: the same arithmetic as
 // resolvent_forward_slice, summed in the same slot order per element, so the results agree with

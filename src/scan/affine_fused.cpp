@@ -58,7 +58,8 @@ bool needs_no_gradient(std::initializer_list<const at::Tensor*> inputs) {
 }
 
 // Tokens per checkpoint of the training forward: the backward recomputes a chunk's C + 1 states
-// (C Dk Dv values: 256 KiB at 32 x 64 x 64 in float, inside L2) from the state saved before it.
+// from the state saved before it, kBackwardRowBlock rows of S^T at a time (33 KiB at C 32, Dk 64
+// in float, inside L1).
 constexpr int64_t kCheckpointTokens = 32;
 
 // Tokens [t0, t0 + len) of a (batch, head)'s rows: the same state, the inputs moved on.
@@ -168,7 +169,8 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
       using E = scalar_t;
       const int64_t a_row = scalar_gate ? 1 : Dk;
       at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-        std::vector<E> states(static_cast<size_t>((C + 1) * Dk * Dv)), dstate(static_cast<size_t>(Dk * Dv));
+        std::vector<E> states(static_cast<size_t>((C + 1) * affine_fused::kBackwardRowBlock * Dk)),
+            dstate(static_cast<size_t>(Dk * Dv));
         for (int64_t bh = begin; bh < end; ++bh) {
           kernels_for<E>(chosen).diag_backward(affine_fused::DiagDecayGradRows<E>{
               q.data_ptr<E>() + bh * T * Dk, k.data_ptr<E>() + bh * T * Dk, v.data_ptr<E>() + bh * T * Dv,
@@ -261,8 +263,9 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_rule_fused_backward", [&] {
       using E = scalar_t;
       at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-        std::vector<E> states(static_cast<size_t>((C + 1) * Dk * Dv)), w(static_cast<size_t>(C * Dv)),
-            dstate(static_cast<size_t>(Dk * Dv)), lanes(static_cast<size_t>(3 * Dk)), du(static_cast<size_t>(Dv));
+        std::vector<E> states(static_cast<size_t>((C + 1) * affine_fused::kBackwardRowBlock * Dk)),
+            w(static_cast<size_t>(C * affine_fused::kBackwardRowBlock)), dstate(static_cast<size_t>(Dk * Dv)),
+            lanes(static_cast<size_t>(Dk));
         for (int64_t bh = begin; bh < end; ++bh) {
           kernels_for<E>(chosen).delta_backward(
               affine_fused::DeltaRuleGradRows<E>{q.data_ptr<E>() + bh * T * Dk,
@@ -282,7 +285,6 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
                                                  w.data(),
                                                  dstate.data(),
                                                  lanes.data(),
-                                                 du.data(),
                                                  T,
                                                  Dk,
                                                  Dv,

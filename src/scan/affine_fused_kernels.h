@@ -10,6 +10,10 @@
 
 namespace mixlab::detail::affine_fused {
 
+/// Rows of S^T (columns of S) the backward kernels walk together: the rows are independent in
+/// both recurrences, and a block's C + 1 states (33 KiB at C 32, Dk 64 in float) stay in L1.
+constexpr int64_t kBackwardRowBlock = 4;
+
 /// One (batch, head) of S_t = diag(a_t) S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, t = 0..T-1.
 /// q, k, a: T rows of Dk (a: T scalars when scalar_gate); v, out: T rows of Dv; state: Dk rows of
 /// Dv, read as S_{-1} and left as S_{T-1}. All contiguous.
@@ -27,9 +31,10 @@ struct DiagDecayRows {
 
 /// The backward of DiagDecayRows for one (batch, head). The forward saved `ckpt`: the state
 /// before every chunk of C tokens (ceil(T/C) states S_{cC-1}, Dk rows of Dv each). A chunk at a
-/// time, the kernel recomputes the chunk's states from its checkpoint (transposed, Dv rows of Dk,
-/// into `states`, (C+1) Dv Dk values) and walks its tokens backwards with dL/dS_t^T in `dstate`
-/// (Dv Dk values). grad_state: in dL/dS_{T-1}, out dL/dS_{-1} (Dk rows of Dv). dg = dL/dg =
+/// time, and in it a block of kBackwardRowBlock rows of S^T at a time, the kernel recomputes the
+/// block's states from its checkpoint (transposed, rows of Dk, into `states`, (C+1)
+/// kBackwardRowBlock Dk values) and walks its tokens backwards with dL/dS_t^T in `dstate` (Dv Dk
+/// values). grad_state: in dL/dS_{T-1}, out dL/dS_{-1} (Dk rows of Dv). dg = dL/dg =
 /// a dL/da: T rows of Dk, or T scalars with scalar_gate.
 template <typename E>
 struct DiagDecayGradRows {
@@ -66,8 +71,8 @@ struct DeltaRuleRows {
 
 /// The backward of DeltaRuleRows for one (batch, head), checkpointed as DiagDecayGradRows. Each
 /// column of S evolves alone (S^T is row-local), so the kernel works on S^T throughout.
-/// Scratch: states (C+1) Dv Dk, w C Dv (S_{t-1}^T k_t of the chunk's tokens), dstate Dv Dk,
-/// lanes 3 Dk, du Dv. dlog_alpha null when alpha is null.
+/// Scratch: states (C+1) kBackwardRowBlock Dk, w C kBackwardRowBlock (S_{t-1}^T k_t of the
+/// chunk's tokens in the block's rows), dstate Dv Dk, lanes Dk. dlog_alpha null when alpha is null.
 template <typename E>
 struct DeltaRuleGradRows {
   const E* q;
@@ -87,7 +92,6 @@ struct DeltaRuleGradRows {
   E* w;
   E* dstate;
   E* lanes;
-  E* du;
   int64_t T, Dk, Dv, C;
 };
 

@@ -196,13 +196,14 @@ std::vector<at::Tensor> diag_grads(const Case& c, bool with_init, int64_t chunk)
 }
 
 // The fused backward against the composition's autograd, in float on every instruction set:
-// lengths around the 32-token checkpoint, lane tails (Dk 83 = 64 + 16 + 3), gate kinds.
+// lengths around the 32-token checkpoint, lane tails (Dk 83 = 64 + 16 + 3), blocks of
+// kBackwardRowBlock (4) rows of S^T whole and with a tail (Dv 1, 5, 8, 19), gate kinds.
 TEST(FusedAffine, DiagDecayBackwardEqualsCompositionOnEveryIsa) {
   uint64_t seed = 300;
   for (const auto& isa : testing::isas_this_cpu_runs()) {
     IsaScope scope(isa);
     for (int64_t T : {1, 31, 32, 33, 100}) {
-      for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}}) {
+      for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}, {9, 8}}) {
         for (int kind : {0, 1, 2}) {
           for (bool with_init : {false, true}) {
             const std::string what = isa + " T=" + std::to_string(T) + " Dk=" + std::to_string(Dk) +
@@ -249,7 +250,7 @@ TEST(FusedAffine, DeltaRuleBackwardEqualsCompositionOnEveryIsa) {
   for (const auto& isa : testing::isas_this_cpu_runs()) {
     IsaScope scope(isa);
     for (int64_t T : {1, 31, 32, 33, 100}) {
-      for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}}) {
+      for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}, {9, 8}}) {
         for (bool gated : {false, true}) {
           for (bool with_init : {false, true}) {
             const std::string what = isa + " T=" + std::to_string(T) + " Dk=" + std::to_string(Dk) +
