@@ -58,8 +58,8 @@ bool needs_no_gradient(std::initializer_list<const at::Tensor*> inputs) {
 }
 
 // Tokens per checkpoint of the training forward: the backward recomputes a chunk's C + 1 states
-// from the state saved before it, kBackwardRowBlock rows of S^T at a time (33 KiB at C 32, Dk 64
-// in float, inside L1).
+// (C Dk Dv values: 256 KiB at 32 x 64 x 64 in float, inside L2) from the state saved before it;
+// the delta rule's kBackwardRowBlock rows of S^T at a time.
 constexpr int64_t kCheckpointTokens = 32;
 
 // Tokens [t0, t0 + len) of a (batch, head)'s rows: the same state, the inputs moved on.
@@ -169,8 +169,7 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
       using E = scalar_t;
       const int64_t a_row = scalar_gate ? 1 : Dk;
       at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-        std::vector<E> states(static_cast<size_t>((C + 1) * affine_fused::kBackwardRowBlock * Dk)),
-            dstate(static_cast<size_t>(Dk * Dv));
+        std::vector<E> states(static_cast<size_t>((C + 1) * Dk * Dv)), dstate(static_cast<size_t>(Dk * Dv));
         for (int64_t bh = begin; bh < end; ++bh) {
           kernels_for<E>(chosen).diag_backward(affine_fused::DiagDecayGradRows<E>{
               q.data_ptr<E>() + bh * T * Dk, k.data_ptr<E>() + bh * T * Dk, v.data_ptr<E>() + bh * T * Dv,

@@ -196,8 +196,9 @@ std::vector<at::Tensor> diag_grads(const Case& c, bool with_init, int64_t chunk)
 }
 
 // The fused backward against the composition's autograd, in float on every instruction set:
-// lengths around the 32-token checkpoint, lane tails (Dk 83 = 64 + 16 + 3), blocks of
-// kBackwardRowBlock (4) rows of S^T whole and with a tail (Dv 1, 5, 8, 19), gate kinds.
+// lengths around the 32-token checkpoint, lane tails (Dk 83 = 64 + 16 + 3), value widths 1, 5, 8
+// and 19 (for the delta rule: under one block of kBackwardRowBlock = 16 rows of S^T, and one block
+// with a tail), gate kinds.
 TEST(FusedAffine, DiagDecayBackwardEqualsCompositionOnEveryIsa) {
   uint64_t seed = 300;
   for (const auto& isa : testing::isas_this_cpu_runs()) {
