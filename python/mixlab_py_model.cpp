@@ -17,6 +17,7 @@
 #include <torch/python.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -88,10 +89,13 @@ std::shared_ptr<DecoderState> state_arg(const std::shared_ptr<DecoderState>& sta
 }
 
 // Bounds of a Python caller's sizes, checked before anything is allocated (issue 37 item 3): a
-// batch of 2^62 overflows torch's size arithmetic; generate streams forever otherwise (the CLI
-// stops on Ctrl-C, a Python call cannot be interrupted while it runs).
+// batch of 2^62 overflows torch's size arithmetic; generate would stream for days otherwise.
 constexpr int64_t kMaxBatch = int64_t{1} << 24;
 constexpr int64_t kMaxGenerateTokens = int64_t{1} << 24;
+// Model.generate runs without the GIL, so Python's signal handlers (Ctrl-C: KeyboardInterrupt)
+// run only when it asks: after a token, once this much time has passed since it last asked (every
+// token of a slow model, every few of a fast one; one GIL round trip per interval).
+constexpr std::chrono::milliseconds kSignalCheckInterval{20};
 
 // Token ids for the model: int64 on the CPU, every size >= 1, ids in [0, vocab), and, with a
 // state, its batch. The embedding would otherwise raise IndexError ("index out of range in
@@ -194,8 +198,24 @@ for a batch of sequences, from Model.init_state. Opaque; Model.step and Model.pr
             o.sampling.top_p = top_p;
             o.seed = seed;
             std::string text;
+            auto asked = std::chrono::steady_clock::now();
+            auto emit = [&](const std::string& piece) {
+              text += piece;
+              const auto now = std::chrono::steady_clock::now();
+              if (now - asked < kSignalCheckInterval) return;
+              asked = now;
+              py::gil_scoped_acquire gil;
+              // A handler that raised (SIGINT: KeyboardInterrupt) ends generation with its exception,
+              // fetched here with the GIL held; pybind11 raises it in the caller.
+              if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+            };
             const bool was_training = pm.model().is_training();
-            generate_text(pm.model(), lm_task_tokenizer(c.task), o, [&](const std::string& piece) { text += piece; });
+            try {
+              generate_text(pm.model(), lm_task_tokenizer(c.task), o, emit);
+            } catch (...) {
+              pm.model().train(was_training);
+              throw;
+            }
             pm.model().train(was_training);
             return py::bytes(text);  // bytes: a token may end inside a UTF-8 character
           },

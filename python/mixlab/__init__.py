@@ -291,7 +291,8 @@ class Model(_Tensors):
     def generate(self, prompt="", max_tokens=256, temperature=1.0, top_k=0, top_p=1.0, seed=0):
         """Text after `prompt`, sampled as ``mixlab generate`` samples it (same options, same seed
         -> same text): temperature 0 is greedy, top_k 0 and top_p 1 are off. Returns str (bytes
-        that are not UTF-8, possible when max_tokens cuts a character, are replaced)."""
+        that are not UTF-8, possible when max_tokens cuts a character, are replaced). Ctrl-C
+        (SIGINT) stops it within a token or two with KeyboardInterrupt."""
         raw = self._impl.generate(prompt, max_tokens, temperature, top_k, top_p, seed)
         return raw.decode("utf-8", errors="replace")
 

@@ -1,6 +1,7 @@
 // The LM token cache: versioned header + checksum, atomic write, mmap read (mixlab/data/lm_cache.h).
 #include "mixlab/data/lm_cache.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -93,6 +94,20 @@ std::shared_ptr<LmTokenFile> LmTokenFile::open(const std::string& path, const Lm
   const uint64_t actual = checksum64(payload_of(f->tokens_, i.tokens), checksum64(header_fields(i)));
   MIXLAB_CHECK(actual == stored, "{}: checksum mismatch (stored {:016x}, computed {:016x}): the file is corrupt", what,
                stored, actual);
+  // A right checksum says the file is what its writer wrote, not that its ids fit the vocabulary
+  // (another program, or an older writer, may have put any uint16 there): checked once here, one
+  // more pass over the payload the checksum just read, so no window ever indexes past the model's
+  // embedding.
+  const uint16_t* ids = f->tokens_;
+  uint16_t largest = 0;
+  for (int64_t k = 0; k < i.tokens; ++k) largest = std::max(largest, ids[k]);  // branch-free
+  if (i.tokens > 0 && static_cast<int64_t>(largest) >= i.key.vocab) {
+    for (int64_t k = 0; k < i.tokens; ++k)
+      MIXLAB_CHECK(static_cast<int64_t>(ids[k]) < i.key.vocab,
+                   "{}: token id {} at offset {} is outside the vocabulary of {} (expected ids in [0, {})): the file "
+                   "is corrupt or was not written by mixlab",
+                   what, ids[k], k, i.key.vocab, i.key.vocab);
+  }
   return f;
 }
 

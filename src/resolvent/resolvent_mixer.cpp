@@ -11,6 +11,7 @@
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/resolvent/pattern_attention.h"
 #include "mixlab/resolvent/pattern_scores.h"
+#include "resolvent_gate.h"
 
 namespace mixlab {
 
@@ -118,7 +119,7 @@ Tensor ResolventMixer::output(const Tensor& y_heads) {
 Tensor ResolventMixer::forward(const Tensor& x) {
   check_input("ResolventMixer::forward", x);
   auto c = coefficients(x);
-  auto z = resolvent_forward(c.alpha, c.beta, c.v, pattern_, c.gate);
+  auto z = detail::resolvent_forward_sigmoid_gate(c.alpha, c.beta, c.v, pattern_, c.gate);
   if (shared()) z = z - (gated() ? (1 - c.gate) : torch::ones_like(c.v)) * c.delta * c.v;
   return output(z);
 }
@@ -128,7 +129,7 @@ Tensor ResolventMixer::forward_chunk(const Tensor& x, ResolventState& state) {
   MIXLAB_CHECK(state.batch() == x.size(0), "ResolventMixer::forward_chunk: x must have B = {} (the state's), got {}",
                state.batch(), shape_string(x));
   auto c = coefficients(x, &state);
-  auto z = resolvent_forward(c.alpha, c.beta, c.v, pattern_, c.gate, &state);
+  auto z = detail::resolvent_forward_sigmoid_gate(c.alpha, c.beta, c.v, pattern_, c.gate, &state);
   state.append(state.layout().store_x ? c.v : Tensor(), state.layout().store_y ? z : Tensor(), keys_of(c));
   if (shared()) z = z - (gated() ? (1 - c.gate) : torch::ones_like(c.v)) * c.delta * c.v;
   return output(z);
@@ -196,7 +197,7 @@ Tensor ResolventMixer::step(MixerState& state_in, const Tensor& x_t) {
   std::vector<Tensor> keys;
   if (!shared()) keys.push_back(ka);
   if (pattern_.recurrent()) keys.push_back(kb);
-  auto z = resolvent_step(*state, alpha, beta, v, gate, keys);
+  auto z = detail::resolvent_step_sigmoid_gate(*state, alpha, beta, v, gate, keys);
   if (shared()) z = z - (gated() ? (1 - gate) : torch::ones_like(v)) * delta * v;
   return out_proj_->forward(z.reshape({B, dims_.d_model}));
 }

@@ -2,6 +2,7 @@
 // reference and the decode step.
 #include <torch/torch.h>
 
+#include <atomic>
 #include <unordered_map>
 
 #include "mixlab/core/error.h"
@@ -9,6 +10,7 @@
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/resolvent/resolvent.h"
 #include "resolvent_dense_blocks.h"
+#include "resolvent_gate.h"
 #include "resolvent_kernel.h"
 #include "resolvent_plain_loops.h"
 #include "resolvent_row_kernels.h"
@@ -293,9 +295,40 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
   }
 };
 
-// Shared boundary checks of forward and reference; returns W.
+// The gate is a probability per row and channel (seed 000 B.2: g in [0, 1]^d, A = (1 − diag g)Ã,
+// B = diag(g) B̃): one pass over it, in parallel chunks, refusing NaN too (every comparison with
+// NaN is false). The message names the first bad value and its index in the tensor's own sizes.
+void check_gate_values(const char* fn, const char* name, const Tensor& gate) {
+  const Tensor g = gate.detach().contiguous();  // a copy only for a non-contiguous gate
+  const int64_t n = g.numel();
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "resolvent_gate_values", [&] {
+    const scalar_t* p = g.data_ptr<scalar_t>();
+    auto in_range = [](scalar_t v) { return v >= scalar_t(0) && v <= scalar_t(1); };
+    std::atomic<bool> bad{false};
+    at::parallel_for(0, n, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+      bool out = false;
+      for (int64_t i = begin; i < end; ++i) out |= !in_range(p[i]);
+      if (out) bad = true;
+    });
+    if (!bad) return;
+    int64_t i = 0;
+    while (in_range(p[i])) ++i;
+    std::vector<int64_t> index(static_cast<size_t>(g.dim()));
+    for (int64_t d = g.dim() - 1, rest = i; d >= 0; --d) {
+      index[static_cast<size_t>(d)] = rest % g.size(d);
+      rest /= g.size(d);
+    }
+    MIXLAB_FAIL(
+        "{}: {} must hold values in [0, 1] (a gate: a probability per row and channel, seed 000 B.2; NaN and inf are "
+        "refused), got {} at [{}]",
+        fn, name, static_cast<double>(p[i]), fmt::join(index, ","));
+  });
+}
+
+// Shared boundary checks of forward and reference; returns W. `gate_values`: also check that the
+// gate lies in [0, 1] (every public entry; not the layer's own sigmoid gates, resolvent_gate.h).
 int64_t check_inputs(const char* fn, const Tensor& alpha, const Tensor& beta, const Tensor& x, const Pattern& pattern,
-                     const Tensor& gate, int64_t t0, bool allow_diagonal_alpha = true) {
+                     const Tensor& gate, int64_t t0, bool gate_values, bool allow_diagonal_alpha = true) {
   check_dim(fn, "x", x, 4, "(B,H,T,D)");
   check_floating(fn, "x", x);
   check_cpu(fn, "x", x);
@@ -324,14 +357,13 @@ int64_t check_inputs(const char* fn, const Tensor& alpha, const Tensor& beta, co
     check_cpu(fn, "gate", gate);
     check_same_dtype(fn, "gate", gate, "x", x);
     check_shape(fn, "gate", gate, {B, H, T, D}, "(B,H,T,D)");
+    if (gate_values) check_gate_values(fn, "gate", gate);
   }
   return W;
 }
 
-}  // namespace
-
-Tensor resolvent_forward(const Tensor& alpha, const Tensor& beta, const Tensor& x, const Pattern& pattern,
-                         const Tensor& gate, const ResolventState* past) {
+Tensor forward_impl(const Tensor& alpha, const Tensor& beta, const Tensor& x, const Pattern& pattern,
+                    const Tensor& gate, const ResolventState* past, bool gate_values) {
   const int64_t t0 = past ? past->position() : 0;
   if (past) {
     check_dim(kFn, "x", x, 4, "(B,H,T,D)");
@@ -343,7 +375,7 @@ Tensor resolvent_forward(const Tensor& alpha, const Tensor& beta, const Tensor& 
     MIXLAB_CHECK(x.scalar_type() == past->dtype(), "{}: x must have the past state's dtype {}, got {}", kFn,
                  c10::toString(past->dtype()), c10::toString(x.scalar_type()));
   }
-  check_inputs(kFn, alpha, beta, x, pattern, gate, t0);
+  check_inputs(kFn, alpha, beta, x, pattern, gate, t0, gate_values);
   if (past) {
     MIXLAB_CHECK(alpha.size(3) == 1 || past->layout().store_x,
                  "{}: alpha must have W_A = 1 (diagonal A) with a past state that does not store x, got {}", kFn,
@@ -361,10 +393,36 @@ Tensor resolvent_forward(const Tensor& alpha, const Tensor& beta, const Tensor& 
   return ResolventFunction::apply(alpha, beta, g, x, px, py, &rows, pattern.spec())[0];
 }
 
+Tensor step_impl(ResolventState& state, const Tensor& alpha_t, const Tensor& beta_t, const Tensor& x_t,
+                 const Tensor& gate_t, const std::vector<Tensor>& extras_t, bool gate_values);
+
+}  // namespace
+
+Tensor resolvent_forward(const Tensor& alpha, const Tensor& beta, const Tensor& x, const Pattern& pattern,
+                         const Tensor& gate, const ResolventState* past) {
+  return forward_impl(alpha, beta, x, pattern, gate, past, /*gate_values=*/true);
+}
+
+Tensor detail::resolvent_forward_sigmoid_gate(const Tensor& alpha, const Tensor& beta, const Tensor& x,
+                                              const Pattern& pattern, const Tensor& gate, const ResolventState* past) {
+  return forward_impl(alpha, beta, x, pattern, gate, past, /*gate_values=*/false);
+}
+
+Tensor resolvent_step(ResolventState& state, const Tensor& alpha_t, const Tensor& beta_t, const Tensor& x_t,
+                      const Tensor& gate_t, const std::vector<Tensor>& extras_t) {
+  return step_impl(state, alpha_t, beta_t, x_t, gate_t, extras_t, /*gate_values=*/true);
+}
+
+Tensor detail::resolvent_step_sigmoid_gate(ResolventState& state, const Tensor& alpha_t, const Tensor& beta_t,
+                                           const Tensor& x_t, const Tensor& gate_t,
+                                           const std::vector<Tensor>& extras_t) {
+  return step_impl(state, alpha_t, beta_t, x_t, gate_t, extras_t, /*gate_values=*/false);
+}
+
 Tensor resolvent_reference(const Tensor& alpha, const Tensor& beta, const Tensor& x, const Pattern& pattern,
                            const Tensor& gate) {
   const char* fn = "resolvent_reference";
-  const int64_t W = check_inputs(fn, alpha, beta, x, pattern, gate, 0);
+  const int64_t W = check_inputs(fn, alpha, beta, x, pattern, gate, 0, /*gate_values=*/true);
   const int64_t B = x.size(0), H = x.size(1), T = x.size(2);
   auto index = pattern_index(pattern, T);
   const int64_t WA = alpha.size(3);
@@ -403,8 +461,10 @@ Tensor resolvent_reference(const Tensor& alpha, const Tensor& beta, const Tensor
   return yd.squeeze(-1).transpose(2, 3);
 }
 
-Tensor resolvent_step(ResolventState& state, const Tensor& alpha_t, const Tensor& beta_t, const Tensor& x_t,
-                      const Tensor& gate_t, const std::vector<Tensor>& extras_t) {
+namespace {
+
+Tensor step_impl(ResolventState& state, const Tensor& alpha_t, const Tensor& beta_t, const Tensor& x_t,
+                 const Tensor& gate_t, const std::vector<Tensor>& extras_t, bool gate_values) {
   const char* fn = "resolvent_step";
   const int64_t B = state.batch(), H = state.heads(), D = state.head_dim(), t = state.position();
   const auto& pattern = state.pattern();
@@ -427,6 +487,7 @@ Tensor resolvent_step(ResolventState& state, const Tensor& alpha_t, const Tensor
   if (gate_t.defined()) {
     check_same_dtype(fn, "gate_t", gate_t, "x_t", x_t);
     check_shape(fn, "gate_t", gate_t, {B, H, D}, "(B,H,D)");
+    if (gate_values) check_gate_values(fn, "gate_t", gate_t);
   }
   MIXLAB_CHECK(WB == 0 || state.layout().store_y, "{}: the state does not store y, but beta_t has W_B = {}", fn, WB);
   // Read the held slots in place: src = −(slot + 2) into the slot tensors.
@@ -466,5 +527,7 @@ Tensor resolvent_step(ResolventState& state, const Tensor& alpha_t, const Tensor
   state.append(x.unsqueeze(2), y.unsqueeze(2), extras);
   return y;
 }
+
+}  // namespace
 
 }  // namespace mixlab

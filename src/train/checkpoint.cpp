@@ -5,11 +5,13 @@
 
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/shown_text.h"
 
 namespace mixlab {
 namespace {
@@ -18,6 +20,8 @@ namespace {
 constexpr const char* kCheckpointFormat = "mixlab-checkpoint-1";
 constexpr const char* kCheckpointMagic = "mixlab-checkpoint";
 constexpr int kCheckpointVersion = 2;
+// The optional entry of the training loop's state (checkpoint.h); absent in older files.
+constexpr const char* kLoopStateEntry = "train_state";
 // A checkpoint is read whole into memory; this bounds what a wrong path can make us allocate.
 constexpr int64_t kCheckpointMaxBytes = int64_t{64} << 30;
 
@@ -114,12 +118,87 @@ TrainConfig archive_config(torch::serialize::InputArchive& ar, const std::string
   return config_from_json(j, fmt::format("stored in {}", checkpoint_prefix(path)));
 }
 
+// The training loop's state as the entry "train_state" holds it (JSON text; a non-finite double,
+// which the loop never stores, would be written as null and read back as NaN).
+std::string loop_state_text(const TrainLoopState& s) {
+  return nlohmann::json{{"window_loss", s.window_loss},
+                        {"window_steps", s.window_steps},
+                        {"window_correct", s.window_correct},
+                        {"window_answer_tokens", s.window_answer_tokens},
+                        {"last_loss", s.last_loss},
+                        {"last_acc", s.last_acc},
+                        {"skipped", s.skipped},
+                        {"stopped_step", s.stopped_step},
+                        {"stop_at", s.stop_at}}
+      .dump();
+}
+
+// Reads "train_state" if the file has it (the defaults if not: a checkpoint written before the
+// entry existed) and checks every value against the checkpoint's step.
+TrainLoopState archive_loop_state(torch::serialize::InputArchive& ar, const std::string& path, int64_t step) {
+  TrainLoopState s;
+  const std::string what = fmt::format("{}: entry '{}'", checkpoint_prefix(path), kLoopStateEntry);
+  c10::IValue v;
+  bool present = false;
+  try {
+    present = ar.try_read(kLoopStateEntry, v);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{} is corrupt: {}", what, library_error(e)));
+  }
+  if (!present) return s;
+  MIXLAB_CHECK(v.isString(), "{} is not text", what);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(v.toStringRef());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{} is not valid JSON: {}", what, e.what()));
+  }
+  // A value quoted in a message: one line, cut, never throwing on bytes that are not UTF-8.
+  auto shown = [](const nlohmann::json& x) {
+    return shown_text(x.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 60);
+  };
+  MIXLAB_CHECK(j.is_object(), "{} must be a JSON object, got {}", what, shown(j));
+  constexpr int64_t kMaxCount = int64_t{1} << 62;
+  auto count = [&](const char* key, int64_t hi) -> int64_t {
+    if (!j.contains(key)) return 0;
+    const nlohmann::json& x = j[key];
+    const bool ok = x.is_number_integer() && (x.is_number_unsigned() ? x.get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                                                     : x.get<int64_t>() >= 0 && x.get<int64_t>() <= hi);
+    MIXLAB_CHECK(ok, "{}: key '{}' must be an integer in [0, {}], got {}", what, key, hi, shown(x));
+    return x.get<int64_t>();
+  };
+  auto real = [&](const char* key) -> double {
+    if (!j.contains(key)) return 0;
+    const nlohmann::json& x = j[key];
+    if (x.is_null()) return std::numeric_limits<double>::quiet_NaN();
+    MIXLAB_CHECK(x.is_number(), "{}: key '{}' must be a number, got {}", what, key, shown(x));
+    return x.get<double>();
+  };
+  s.window_loss = real("window_loss");
+  s.window_steps = count("window_steps", step);
+  s.window_answer_tokens = count("window_answer_tokens", kMaxCount);
+  s.window_correct = count("window_correct", s.window_answer_tokens);
+  s.last_loss = real("last_loss");
+  s.last_acc = real("last_acc");
+  s.skipped = count("skipped", step);
+  s.stopped_step = count("stopped_step", step);
+  MIXLAB_CHECK(s.stopped_step == 0 || s.stopped_step == step,
+               "{}: key 'stopped_step' is {}; expected 0 (not stopped) or the checkpoint's step {}", what,
+               s.stopped_step, step);
+  s.stop_at = real("stop_at");
+  MIXLAB_CHECK(s.stopped_step == 0 || (s.stop_at > 0 && s.stop_at <= 1),
+               "{}: key 'stop_at' must be in (0, 1] for a stopped run, got {}", what, s.stop_at);
+  return s;
+}
+
 }  // namespace
 
 std::string checkpoint_prefix(const std::string& path) { return fmt::format("checkpoint '{}'", path); }
 
 void checkpoint_write(const std::string& path, const TrainConfig& config, int64_t step, const torch::nn::Module& model,
-                      const torch::optim::Optimizer& optimizer) {
+                      const torch::optim::Optimizer& optimizer, const TrainLoopState& loop) {
   std::ostringstream payload;
   try {
     torch::serialize::OutputArchive ar;
@@ -132,6 +211,7 @@ void checkpoint_write(const std::string& path, const TrainConfig& config, int64_
     ar.write("model", model_ar);
     ar.write("optimizer", optim_ar);
     ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+    ar.write(kLoopStateEntry, c10::IValue(loop_state_text(loop)));
     ar.save_to(payload);
   } catch (const c10::Error& e) {
     throw Error(
@@ -155,6 +235,7 @@ LoadedCheckpoint checkpoint_read(const std::string& path) {
   MIXLAB_CHECK(step.isInt() && step.toInt() >= 0 && step.toInt() <= c.config.steps,
                "{}: entry 'step' must be an integer in [0, {}]", checkpoint_prefix(path), c.config.steps);
   c.step = step.toInt();
+  c.loop = archive_loop_state(ar, path, c.step);
   return c;
 }
 

@@ -217,8 +217,8 @@ BatchScore Trainer::train_step() {
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
     // A non-finite step must not reach the weights (or Adam's moments): no optimizer step.
     s.finite = false;
-    if (skipped_ < skip_nonfinite_) {
-      ++skipped_;
+    if (loop_.skipped < skip_nonfinite_) {
+      ++loop_.skipped;
       ++step_;
       return s;
     }
@@ -289,7 +289,7 @@ void Trainer::checkpoint_save(const std::string& path) const {
                  "any, is kept)",
                  checkpoint_prefix(path), item.key(), step_);
   }
-  checkpoint_write(path, config_, step_, *model_, *optimizer_);
+  checkpoint_write(path, config_, step_, *model_, *optimizer_, loop_);
 }
 
 void Trainer::checkpoint_load(const std::string& path) { checkpoint_load(checkpoint_read(path)); }
@@ -302,6 +302,7 @@ void Trainer::checkpoint_load(const LoadedCheckpoint& c) {
                config_.steps);
   checkpoint_load_training_state(c, *model_, *optimizer_);
   step_ = c.step;
+  loop_ = c.loop;
   // LibTorch's load restores the optimiser's state but keeps the options it was built with (lr =
   // the config's), while a run that was never interrupted holds the last step's scheduled lr. Set
   // it, so that a resumed run that takes no further step (resumed at its last step, the soak
@@ -355,20 +356,27 @@ namespace {
 // resume (the time between the runs is not counted). `drop_final_eval`: the checkpoint is the
 // run's last step, whose final evaluation the resumed run writes again (a run killed after that
 // line, before it exited, used to end with the line twice), so evaluation lines at `step` go.
-std::pair<double, double> metrics_truncate_to_step(const std::string& path, int64_t step, bool drop_final_eval) {
+// `stopped`: the checkpoint is where stop_at stopped the run; its final evaluation is the line
+// after the "stopped_early" line at `step` (the periodic evaluation that decided comes before it,
+// and stays), so the lines at `step` after that one go.
+std::pair<double, double> metrics_truncate_to_step(const std::string& path, int64_t step, bool drop_final_eval,
+                                                   bool stopped) {
   std::pair<double, double> totals{0, 0};
   if (::access(path.c_str(), F_OK) != 0) return totals;
   const std::string text = file_read(path, int64_t{1} << 30, "metrics file");
   std::string kept;
   size_t begin = 0;
+  bool after_stop = false;  // past the "stopped_early" line at `step`
   while (begin < text.size()) {
     const size_t nl = text.find('\n', begin);
     if (nl == std::string::npos) break;  // torn last line
     const std::string line = text.substr(begin, nl - begin);
     begin = nl + 1;
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const bool final_eval = drop_final_eval && j.is_object() && j.contains("eval_loss") && j.contains("step") &&
-                            j["step"].is_number_integer() && j["step"].get<int64_t>() == step;
+    const bool at_step =
+        j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() == step;
+    const bool final_eval = stopped ? at_step && after_stop : drop_final_eval && at_step && j.contains("eval_loss");
+    if (stopped && at_step && j.contains("stopped_early")) after_stop = true;
     if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step &&
         !final_eval) {
       kept += line + "\n";
@@ -400,9 +408,15 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   const int64_t until = o.until > 0 ? std::min(o.until, config_.steps) : config_.steps;
   MIXLAB_CHECK(until >= step_, "train: --until {} is before the checkpoint's step {}", until, step_);
   MIXLAB_CHECK(o.skip_nonfinite >= 0, "train: --skip-nonfinite must be >= 0, got {}", o.skip_nonfinite);
-  skip_nonfinite_ = o.skip_nonfinite;
-  skipped_ = 0;
+  skip_nonfinite_ = o.skip_nonfinite;  // loop_.skipped counts on from the checkpoint (the whole run's budget)
   dp_timing_ = {};
+  // A run that stop_at stopped (in this object, or in the checkpoint it resumed) takes no further
+  // step while stop_at is the one that decided; another stop_at is a new rule, and the run goes on.
+  if (loop_.stopped_step > 0 && (loop_.stopped_step != step_ || loop_.stop_at != config_.stop_at)) {
+    loop_.stopped_step = 0;
+    loop_.stop_at = 0;
+  }
+  const bool stopped = loop_.stopped_step > 0;
 
   // Data parallel: rank 0 alone speaks and writes; the others train and evaluate silently.
   const bool writer = !dp_ || dp_->rank() == 0;
@@ -413,7 +427,7 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   if (!o.metrics_path.empty() && writer) {
     const bool resumed = step_ > 0;
     if (resumed) {
-      metrics_offset = metrics_truncate_to_step(o.metrics_path, step_, /*drop_final_eval=*/step_ == until);
+      metrics_offset = metrics_truncate_to_step(o.metrics_path, step_, /*drop_final_eval=*/step_ == until, stopped);
     }
     metrics = AppendFile(o.metrics_path, /*truncate=*/!resumed);
   }
@@ -422,13 +436,20 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   bool checkpoint_written = !o.resume_path.empty() && o.resume_path == checkpoint_path;
 
   TrainResult result;
+  result.last_loss = loop_.last_loss;  // the last window reported before a resume, until a new one
+  result.last_acc = loop_.last_acc;
+  result.stopped_early = stopped;
+  if (stopped && progress)
+    std::cerr << fmt::format(
+        "{}step {}: the checkpoint's run stopped here (stop_at {:.2f}% reached): no further step\n", label, step_,
+        100 * config_.stop_at);
   const int64_t first = step_;
   const auto t0 = Clock::now();
+  // The log window's sums are loop_'s (checkpointed); its tokens and clock are this process's
+  // (tokens_per_s is a measurement of this run).
   int64_t tokens = 0, window_tokens = 0;
-  double win_loss = 0;
-  int64_t win_steps = 0, win_correct = 0, win_answer_tokens = 0;
   auto win_t0 = Clock::now();
-  while (step_ < until) {
+  while (!stopped && step_ < until) {
     BatchScore s;
     try {
       s = train_step();
@@ -445,22 +466,26 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
     tokens += step_tokens;
     window_tokens += step_tokens;
     if (s.finite) {
-      win_loss += s.loss.item<double>();
-      ++win_steps;
-      win_correct += s.correct_tokens;
-      win_answer_tokens += s.answer_tokens;
+      loop_.window_loss += s.loss.item<double>();
+      ++loop_.window_steps;
+      loop_.window_correct += s.correct_tokens;
+      loop_.window_answer_tokens += s.answer_tokens;
     } else {
-      result.skipped_steps = skipped_;
+      result.skipped_steps = loop_.skipped;
       if (progress) std::cerr << fmt::format("{}step {}: non-finite loss or gradient, step skipped\n", label, step_);
     }
     const bool last = step_ == until;
-    if ((step_ % config_.log_every == 0 || last) && win_steps > 0) {
+    const bool window_end = step_ % config_.log_every == 0;
+    if ((window_end || last) && loop_.window_steps > 0) {
       const double win_s = seconds_since(win_t0);
       const double rate = win_s > 0 ? static_cast<double>(window_tokens) / win_s : 0.0;
       const double elapsed = seconds_since(t0);
       const double eta = elapsed / static_cast<double>(step_ - first) * static_cast<double>(until - step_);
-      result.last_loss = win_loss / static_cast<double>(win_steps);
-      result.last_acc = static_cast<double>(win_correct) / static_cast<double>(std::max<int64_t>(1, win_answer_tokens));
+      result.last_loss = loop_.window_loss / static_cast<double>(loop_.window_steps);
+      result.last_acc = static_cast<double>(loop_.window_correct) /
+                        static_cast<double>(std::max<int64_t>(1, loop_.window_answer_tokens));
+      loop_.last_loss = result.last_loss;
+      loop_.last_acc = result.last_acc;
       const bool lm = config_.task.name == "lm";
       if (progress) {
         const std::string quality = lm ? fmt::format("ppl {:.2f}", std::exp(result.last_loss))
@@ -481,9 +506,14 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
         if (lm) j["ppl"] = std::exp(result.last_loss);
         metrics.append_line(j.dump());
       }
-      win_loss = 0;
-      win_steps = 0;
-      win_correct = win_answer_tokens = window_tokens = 0;
+      // The window ends at a log_every step; a line at --until between two of them reports the
+      // steps so far, and the window goes on (in the checkpoint too), so that the run resumed from
+      // there reports the window of an uninterrupted one.
+      if (window_end) {
+        loop_.window_loss = 0;
+        loop_.window_steps = loop_.window_correct = loop_.window_answer_tokens = 0;
+      }
+      window_tokens = 0;
       win_t0 = Clock::now();
     }
     const bool eval_now = config_.eval_every > 0 && step_ % config_.eval_every == 0 && !last;
@@ -507,6 +537,8 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
       // Early stop: every rank evaluates the same batches on the same weights, so all decide alike.
       if (config_.stop_at > 0 && stop_metric(stop_eval) >= config_.stop_at) {
         result.stopped_early = true;
+        loop_.stopped_step = step_;  // in the final checkpoint: a resume does not train past it
+        loop_.stop_at = config_.stop_at;
         if (progress)
           std::cerr << fmt::format("{}step {}: {} accuracy {:.2f}% >= stop_at {:.2f}%: stopping\n", label, step_,
                                    eval_split_name(stop_split()), 100 * stop_metric(stop_eval), 100 * config_.stop_at);
@@ -525,7 +557,7 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
   result.seconds = seconds_since(t0);
   result.tokens_per_s = result.seconds > 0 ? static_cast<double>(tokens) / result.seconds : 0.0;
   result.step = step_;
-  result.skipped_steps = skipped_;
+  result.skipped_steps = loop_.skipped;
   result.world_size = dp_ ? dp_->world_size() : 1;
   result.all_reduce_seconds = dp_timing_.exposed_seconds - dp_timing_.peer_wait_seconds;
   result.peer_wait_seconds = dp_timing_.peer_wait_seconds;

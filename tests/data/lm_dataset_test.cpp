@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
 #include "mixlab_test_paths.h"
 #include "support/expect_error.h"
@@ -272,4 +273,55 @@ TEST(LmCache, AHugeTokenCountIsTruncatedNotAnOverflow) {
   key.vocab = 256;
   expect_error([&] { LmTokenFile::open(path, key); },
                {"the header says 4611686018427387904 tokens, the file has 10 bytes of tokens"});
+}
+
+// A cache whose checksum is right but which holds an id >= its vocabulary (written by another
+// program or an older bug: lm_cache_write refuses such ids) used to be accepted, and the id later
+// indexed the embedding out of range. LmTokenFile::open now checks every id once, in the pass
+// that verifies the checksum, and LmDataset::open rebuilds such a cache from the corpus.
+TEST(LmCache, AnIdOutsideTheVocabularyIsRefusedAtOpen) {
+  // The file written by hand, in the layout of lm_cache.h, with a correct checksum.
+  auto write_unchecked = [](const std::string& path, const LmCacheInfo& info, const std::vector<uint16_t>& ids) {
+    const std::string fields = fmt::format(
+        "mixlab-lm-cache 1\ntokenizer {}\nsplit {}\ncorpus {:016x}\nvocab {}\ndocuments {}\ntokens {}\n"
+        "text_bytes {}\n",
+        info.key.tokenizer, info.key.split, info.key.corpus, info.key.vocab, info.documents, info.tokens,
+        info.text_bytes);
+    const std::string payload(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint16_t));
+    std::string file = fields + fmt::format("checksum {:016x}\n", checksum64(payload, checksum64(fields)));
+    file.resize(static_cast<size_t>(kLmCacheHeaderBytes), '\0');
+    std::ofstream(path, std::ios::binary) << file << payload;
+  };
+  const std::string dir = temp_dir("cache_ids");
+  const std::string path = dir + "/c.tok";
+  LmCacheInfo info;
+  info.key = {"bytes", "valid", 0x1234abcdULL, 256};
+  info.documents = 1;
+  info.tokens = 4;
+  info.text_bytes = 3;
+  write_unchecked(path, info, {10, 65, 300, 66});
+  expect_error([&] { LmTokenFile::open(path, info.key); },
+               {path, "token id 300 at offset 2 is outside the vocabulary of 256"});
+  write_unchecked(path, info, {10, 65, 255, 66});  // the largest id the vocabulary has
+  EXPECT_EQ(LmTokenFile::open(path, info.key)->tokens()[2], 255);
+
+  // Through LmDataset: such a cache at the dataset's own path is rebuilt from the corpus.
+  const Corpus c = Corpus::load_brown(kSample);
+  const LmTokenizer bytes = LmTokenizer::load(LmTokenizerKind::kBytes, "");
+  const std::string cache_dir = temp_dir("cache_ids_dataset");
+  const LmDataset built = LmDataset::open(c, LmSplit::kValid, bytes, cache_dir);
+  const torch::Tensor content = built.slice(0, built.size());
+  LmCacheInfo bad;
+  bad.key = {"bytes", "valid", lm_corpus_id(c), 256};
+  bad.documents = built.documents();
+  bad.tokens = built.size();
+  bad.text_bytes = built.text_bytes();
+  std::vector<uint16_t> ids(built.tokens(), built.tokens() + built.size());
+  ids[5] = 1000;
+  const std::string cache_path = built.path();
+  fs::remove(cache_path);  // a new file (the mapping of `built` keeps the old one)
+  write_unchecked(cache_path, bad, ids);
+  const LmDataset reopened = LmDataset::open(c, LmSplit::kValid, bytes, cache_dir);
+  EXPECT_TRUE(reopened.rebuilt());
+  EXPECT_TRUE(torch::equal(reopened.slice(0, reopened.size()), content));
 }

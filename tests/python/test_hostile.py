@@ -22,11 +22,12 @@ How it works:
              are valid tensors: a kernel reading raw memory would give another result);
     either   success or a named exception (a value inside the documented range, a free dim that
              the function may legitimately take, NaN/inf contents).
-  NaN/inf contents, decided per function: resolvent, toeplitz, causal_attention, selective_scan,
-  the affine kernels' q, k, v and initial_state, and the mixers propagate them into the result
-  without a check (a pass over every input would cost what the op costs at small D). The affine
-  kernels check their decay and strength inputs (g, beta, log_alpha) for finite values in range
-  ("g (log decay ...) must be finite", "must lie in [-1e+30, 0]": the values:outside cases), so
+  NaN/inf contents, decided per function: resolvent (but its gate), toeplitz, causal_attention,
+  selective_scan, the affine kernels' q, k, v and initial_state, and the mixers propagate them into
+  the result without a check (a pass over every input would cost what the op costs at small D).
+  The affine kernels check their decay and strength inputs (g, beta, log_alpha) for finite values
+  in range ("g (log decay ...) must be finite", "must lie in [-1e+30, 0]": the values:outside
+  cases), and resolvent its gate, a probability ("gate must hold values in [0, 1]"), so
   the deltanet and gated_deltanet mixers refuse an x whose NaN reaches their beta, naming beta:
   for NaN/inf either outcome is accepted; a named refusal must say "finite" or name the argument.
 - ISOLATION: the cases run in child interpreters, up to 1000 each; a child that dies (segfault,
@@ -34,7 +35,7 @@ How it works:
   its cases run in a new child. A case that takes more than CASE_LIMIT_S fails too (a hostile
   size must be refused before the work, not after hours of it).
 
-CTest (python.hostile) runs every (target, parameter, mutation) combination once (3681 cases,
+CTest (python.hostile) runs every (target, parameter, mutation) combination once (3682 cases,
 21 s measured on the 2-core machine under load), seed 37 drawing the tensors' values. MIXLAB_HOSTILE_CASES=N runs N of them
 instead (each (target, parameter) at least twice), MIXLAB_HOSTILE_SEED=S another seed,
 MIXLAB_HOSTILE_ROUNDS=R the seeds S..S+R-1 one after the other (a longer run).
@@ -332,7 +333,8 @@ TARGETS = {
     "resolvent": ("fn", [Tensor("alpha", (1, 2, 8, W_POW2 + 1)), Tensor("beta", (1, 2, 8, W_POW2),
                                                                         make=lambda g, s: 0.3 * rand_unit(g, s)),
                          Tensor("x", (1, 2, 8, 3)), Str("pattern", "pow2", roles=("Pattern", "spec")),
-                         Tensor("gate", (1, 2, 8, 3), make=lambda g, s: rand_unit(g, s), optional=True)]),
+                         Tensor("gate", (1, 2, 8, 3), make=lambda g, s: rand_unit(g, s), optional=True,
+                                outside=1.5)]),
     "diag_decay_chunked": ("fn", affine_params(False) + [Int("chunk", 4, 1)]),
     "diag_decay_recurrent": ("fn", affine_params(False)),
     "delta_rule_chunked": ("fn", affine_params(True) + [Int("chunk", 4, 1)]),

@@ -5,8 +5,12 @@ from Python is read by `mixlab eval`, `generate` and `train --init-from`, and ba
 mixlab.Error that names the problem.
 """
 import os
+import signal
 import subprocess
+import sys
 import tempfile
+import textwrap
+import time
 import unittest
 
 import torch
@@ -91,6 +95,41 @@ class ModelTest(unittest.TestCase):
                           "--seed", str(seed), "--temperature", temperature, "--threads", "1")
                 text = model.generate("The jury", max_tokens=24, seed=seed, temperature=float(temperature))
                 self.assertEqual(text, run.stdout)
+
+    def test_ctrl_c_interrupts_generate(self):
+        """SIGINT during a long Model.generate raises KeyboardInterrupt within a moment, and the
+        model generates as before afterwards (the C++ loop, run without the GIL, used to go on to
+        max_tokens with the signal pending)."""
+        code = textwrap.dedent("""
+            import sys, mixlab
+            model = mixlab.load(sys.argv[1])
+            print("generating", flush=True)
+            try:
+                model.generate("The", max_tokens=1 << 24, seed=1)
+                print("finished", flush=True)
+            except KeyboardInterrupt:
+                print("KeyboardInterrupt", flush=True)
+                same = model.generate("The", max_tokens=8, seed=1) == mixlab.load(sys.argv[1]).generate(
+                    "The", max_tokens=8, seed=1)
+                print("same text afterwards" if same else "other text afterwards", flush=True)
+                sys.exit(3)
+        """)
+        child = subprocess.Popen([sys.executable, "-c", code, self.ckpt], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        try:
+            self.assertEqual(child.stdout.readline().strip(), b"generating")
+            time.sleep(0.5)  # well inside generate (16M tokens take minutes)
+            sent = time.monotonic()
+            child.send_signal(signal.SIGINT)
+            out, err = child.communicate(timeout=20)
+            elapsed = time.monotonic() - sent
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            self.fail("Model.generate went on for 20 s after SIGINT")
+        self.assertEqual(child.returncode, 3, err.decode(errors="replace"))
+        self.assertEqual(out.decode().split("\n")[:2], ["KeyboardInterrupt", "same text afterwards"])
+        self.assertLess(elapsed, 5.0)
 
     def test_a_python_trained_checkpoint_is_a_cli_checkpoint(self):
         config = {"task": "lm", "mixer": "gla", "length": 32, "d_model": 16, "heads": 2, "mlp_ratio": 2,

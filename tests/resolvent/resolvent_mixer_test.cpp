@@ -278,6 +278,23 @@ TEST(ResolventMixer, FiniteAtT65536) {
 // over (0.01, 0.99)); its old name gate=mamba2 is an alias that draws the same values. Bad values are refused with the
 // spec named (the registry's resolvent:<args> goes through resolvent_spec_parse; tests/registry/registry_test.cpp
 // checks that path).
+// The op refuses gates outside [0, 1] and NaN (resolvent_op_test.cpp); the layer's own gates are
+// sigmoids, in [0, 1] by construction, and pass unchecked: a NaN that reaches them (a diverging
+// run) flows into the loss, which the trainer reports as divergence (or skips under
+// --skip-nonfinite), instead of failing as a bad argument.
+TEST(ResolventMixer, NaNReachingItsOwnGatesFlowsThrough) {
+  ResolventMixer m("pow2", dims(16, 2));
+  Tensor x = torch::randn({1, 6, 16});
+  x[0][2][3] = NAN;
+  Tensor y;
+  ASSERT_NO_THROW(y = m.forward(x));
+  EXPECT_TRUE(torch::isnan(y).any().item<bool>());
+  auto state = m.init_state(1);
+  ASSERT_NO_THROW(m.prefill(*state, x.narrow(1, 0, 3)));  // chunked prefill: the op with a past state
+  ASSERT_NO_THROW(y = m.step(*state, x.select(1, 3)));    // grad mode on: the ATen step (resolvent_step)
+  EXPECT_TRUE(torch::isnan(y).any().item<bool>());
+}
+
 TEST(ResolventMixer, GateInitFromSpec) {
   auto gate_at_zero = [](const std::string& args) {
     ResolventOptions o;

@@ -363,6 +363,71 @@ TEST(Resolvent, NaNPropagatesWithoutCrash) {
   EXPECT_FALSE(torch::isnan(y[0][1].narrow(0, 0, 5)).any().item<bool>());  // earlier rows untouched
 }
 
+// The gate is a probability per row and channel (seed 000 B.2: g in [0, 1]^d, A = (1 - diag g)Ã,
+// B = diag(g) B̃). Values outside [0, 1], NaN and inf included, used to be taken as they came; the
+// public entries (forward, prefill with a past state, decode step, the reference) now refuse
+// them, naming the value and its index. The closed ends 0 and 1 are valid gates.
+TEST(Resolvent, GateOutsideTheUnitIntervalIsRefused) {
+  auto p = Pattern::parse("pow2");
+  const int64_t B = 1, H = 2, T = 9, D = 4;
+  auto c = random_coeffs(p, B, H, T, D, torch::kDouble, /*strided=*/false, /*gated=*/true);
+  auto with = [&](double v) {
+    Tensor g = c.gate.clone();
+    g[0][1][3][2] = v;
+    return g;
+  };
+  auto forward = [&](const Tensor& g) {
+    return [&c, &p, g] { mixlab::resolvent_forward(c.alpha, c.beta, c.x, p, g); };
+  };
+  expect_error(forward(with(1.5)), {"resolvent_forward", "gate", "[0, 1]", "got 1.5 at [0,1,3,2]"});
+  expect_error(forward(with(-1e-3)), {"resolvent_forward", "gate", "got -0.001 at [0,1,3,2]"});
+  expect_error(forward(with(NAN)), {"resolvent_forward", "gate", "got nan at [0,1,3,2]"});
+  expect_error(forward(with(INFINITY)), {"resolvent_forward", "gate", "got inf at [0,1,3,2]"});
+  // Non-contiguous: the index is the tensor's own (b,h,t,d), not a position in memory.
+  expect_error(forward(with(2.0).transpose(2, 3).contiguous().transpose(2, 3)), {"gate", "got 2 at [0,1,3,2]"});
+  expect_error(forward(with(2.0).to(torch::kFloat)), {"gate"});  // float32 too (dtype named first)
+  expect_error(
+      [&] {
+        mixlab::resolvent_forward(c.alpha.to(torch::kFloat), c.beta.to(torch::kFloat), c.x.to(torch::kFloat), p,
+                                  with(-2.0).to(torch::kFloat));
+      },
+      {"gate", "got -2 at [0,1,3,2]"});
+  expect_error([&] { mixlab::resolvent_reference(c.alpha, c.beta, c.x, p, with(1.5)); },
+               {"resolvent_reference", "gate", "got 1.5 at [0,1,3,2]"});
+  // The ends of the interval are gates the definition allows: taken, and equal to the reference.
+  Tensor ends = c.gate.clone();
+  ends.select(3, 0).fill_(0.0);
+  ends.select(3, 1).fill_(1.0);
+  EXPECT_TRUE(all_close(mixlab::resolvent_forward(c.alpha, c.beta, c.x, p, ends),
+                        mixlab::resolvent_reference(c.alpha, c.beta, c.x, p, ends), 1e-9, 1e-10));
+
+  // Chunked prefill (a past state) and the decode step check the same way.
+  mixlab::ResolventState state(p, B, H, D, torch::kDouble);
+  const int64_t W4 = mixlab::resolvent_width(p, 4);
+  auto y0 =
+      mixlab::resolvent_forward(c.alpha.narrow(2, 0, 4).narrow(3, 0, W4 + 1), c.beta.narrow(2, 0, 4).narrow(3, 0, W4),
+                                c.x.narrow(2, 0, 4), p, c.gate.narrow(2, 0, 4));
+  state.append(c.x.narrow(2, 0, 4), y0);
+  Tensor chunk_gate = c.gate.narrow(2, 4, 5).clone();
+  chunk_gate[0][1][2][2] = 1.5;
+  expect_error(
+      [&] {
+        mixlab::resolvent_forward(c.alpha.narrow(2, 4, 5), c.beta.narrow(2, 4, 5), c.x.narrow(2, 4, 5), p, chunk_gate,
+                                  &state);
+      },
+      {"resolvent_forward", "gate", "got 1.5 at [0,1,2,2]"});
+  const int64_t n = static_cast<int64_t>(state.next_row().size());
+  Tensor gate_t = c.gate.select(2, 4).clone();
+  gate_t[0][0][1] = NAN;
+  expect_error(
+      [&] {
+        mixlab::resolvent_step(state, c.alpha.select(2, 4).narrow(2, 0, n + 1), c.beta.select(2, 4).narrow(2, 0, n),
+                               c.x.select(2, 4), gate_t);
+      },
+      {"resolvent_step", "gate_t", "got nan at [0,0,1]"});
+  EXPECT_EQ(state.position(), 4);  // refused before the state moved
+}
+
 TEST(Resolvent, BadInputsNameArgumentExpectedAndActual) {
   auto p = Pattern::parse("pow2");
   const int64_t T = 17;  // W = 5 for pow2 at T = 17

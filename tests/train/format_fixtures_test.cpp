@@ -77,6 +77,13 @@ TEST(FormatFixtures, CheckpointVersion2LoadsAndPredictsAsWritten) {
   EXPECT_EQ(ck.config.mixer, "ssm:4|attention");
   Trainer t(ck.config);
   t.checkpoint_load(ck);
+  if (!writing()) {
+    // Written before checkpoints held the loop's state (entry train_state, 2026-11-27): it loads
+    // as a run with an empty log window, no skipped step and no early stop.
+    EXPECT_EQ(t.loop_state().window_steps, 0);
+    EXPECT_EQ(t.loop_state().skipped, 0);
+    EXPECT_EQ(t.loop_state().stopped_step, 0);
+  }
   torch::Tensor want;
   torch::load(want, logits_path);
   torch::NoGradGuard no_grad;

@@ -205,6 +205,182 @@ TEST(TrainTrainer, StopAtEndsTheRunAtTheFirstEvaluationReachingIt) {
   }
 }
 
+// The metrics lines of a file without the wall-clock fields (tokens_per_s, seconds), which differ
+// between any two runs.
+std::vector<nlohmann::json> metrics_without_timing(const std::string& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    j.erase("tokens_per_s");
+    j.erase("seconds");
+    lines.push_back(j);
+  }
+  return lines;
+}
+
+// train_loss (TrainResult::last_loss, last_acc) is the mean over the last log window. A resumed
+// run used to start an empty window at the checkpoint, so it averaged only the steps since the
+// resume (and a resume at the last step reported 0); the checkpoint now carries the window.
+TEST(TrainTrainer, AResumedRunReportsTheTrainLossWindowOfAnUninterruptedOne) {
+  at::set_num_threads(1);
+  TrainConfig c = tiny_config();
+  c.log_every = 4;  // windows: steps 1-4, 5-8
+  Trainer straight(c, test_mixer_factory());
+  TrainOptions so = quiet();
+  so.checkpoint_path = temp_path("window_straight.ckpt");
+  so.metrics_path = temp_path("window_straight.jsonl");
+  const TrainResult want = straight.run(so);
+  ASSERT_EQ(want.step, c.steps);
+
+  const std::string ckpt = temp_path("window.ckpt");
+  Trainer first(c, test_mixer_factory());
+  TrainOptions o = quiet();
+  o.checkpoint_path = ckpt;
+  o.metrics_path = temp_path("window.jsonl");
+  o.until = 6;  // inside the second window
+  first.run(o);
+  Trainer second(c, test_mixer_factory());
+  o.resume_path = ckpt;
+  o.until = 0;
+  const TrainResult got = second.run(o);
+  EXPECT_EQ(got.step, c.steps);
+  EXPECT_EQ(got.last_loss, want.last_loss);  // the mean of steps 5-8, not of 7-8
+  EXPECT_EQ(got.last_acc, want.last_acc);
+  // The same lines, but for the two that the run to --until 6 ended with (its progress line of
+  // steps 5-6 and its final evaluation; the window itself went on in the checkpoint).
+  std::vector<nlohmann::json> resumed_lines;
+  for (const auto& j : metrics_without_timing(o.metrics_path))
+    if (j["step"] != 6) resumed_lines.push_back(j);
+  EXPECT_EQ(resumed_lines, metrics_without_timing(so.metrics_path));
+
+  // Resumed at its last step: no step is taken, the last window is still the one reported.
+  Trainer again(c, test_mixer_factory());
+  TrainOptions a = quiet();
+  a.resume_path = so.checkpoint_path;
+  const TrainResult last = again.run(a);
+  EXPECT_EQ(last.step, c.steps);
+  EXPECT_EQ(last.last_loss, want.last_loss);
+  EXPECT_EQ(last.last_acc, want.last_acc);
+  for (const auto& p : {so.checkpoint_path, so.metrics_path, ckpt, o.metrics_path}) std::remove(p.c_str());
+}
+
+// A mixer whose output is NaN in training mode only: every training step is non-finite (and
+// skipped under --skip-nonfinite), while the evaluations stay finite.
+class NanWhileTrainingMixer : public CumulativeMeanMixer {
+ public:
+  using CumulativeMeanMixer::CumulativeMeanMixer;
+  torch::Tensor forward(const torch::Tensor& x) override {
+    const torch::Tensor y = CumulativeMeanMixer::forward(x);
+    return is_training() ? y * std::numeric_limits<double>::quiet_NaN() : y;
+  }
+};
+
+// --skip-nonfinite N is a budget for the whole run: a resumed run used to start counting from 0
+// again (so a run resumed often could skip without end) and reported only its own skips in
+// skipped_steps. The count is now in the checkpoint.
+TEST(TrainTrainer, TheSkipNonfiniteBudgetSpansAResume) {
+  const TrainConfig c = tiny_config();  // 8 steps, all non-finite with this mixer
+  const MixerFactory nan_factory = [](const MixerDims& d) { return std::make_shared<NanWhileTrainingMixer>(d); };
+  {
+    Trainer straight(c, nan_factory);
+    TrainOptions o = quiet();
+    o.skip_nonfinite = c.steps - 1;
+    expect_error_contains([&] { straight.run(o); }, "non-finite loss at step 8");
+  }
+  const std::string ckpt = temp_path("skip_budget.ckpt");
+  Trainer first(c, nan_factory);
+  TrainOptions o = quiet();
+  o.checkpoint_path = ckpt;
+  o.skip_nonfinite = c.steps - 1;
+  o.until = 4;
+  EXPECT_EQ(first.run(o).skipped_steps, 4);
+  // The same budget after the resume: 3 more skips, then step 8 stops the run as it stopped the
+  // uninterrupted one.
+  Trainer second(c, nan_factory);
+  o.resume_path = ckpt;
+  o.until = 0;
+  o.checkpoint_path.clear();
+  expect_error_contains([&] { second.run(o); }, "non-finite loss at step 8");
+  // A budget that covers every step: skipped_steps counts the steps before the resume too.
+  Trainer third(c, nan_factory);
+  o.skip_nonfinite = 100;
+  EXPECT_EQ(third.run(o).skipped_steps, c.steps);
+  std::remove(ckpt.c_str());
+}
+
+// A run that stop_at stopped keeps its decision in the checkpoint: resuming it (after a kill
+// before its final outputs were written, or afterwards) trains no further step, reports the same
+// stopped step, and leaves metrics.jsonl as the uninterrupted run wrote it. Another stop_at on
+// the resume is a new decision: the run trains on.
+TEST(TrainTrainer, AStoppedRunStaysStoppedOnResume) {
+  at::set_num_threads(1);
+  TrainConfig c = tiny_config();
+  c.task.vocab = 8;
+  c.task.length = 1;
+  c.task.curriculum = false;
+  c.steps = 20;
+  c.eval_every = 5;
+  c.eval_batch = 64;
+  c.stop_at = 1e-6;  // any right answer stops the run at the first evaluation
+  const std::string ckpt = temp_path("stopped.ckpt");
+  Trainer t(c, test_mixer_factory());
+  TrainOptions o = quiet();
+  o.checkpoint_path = ckpt;
+  o.metrics_path = temp_path("stopped.jsonl");
+  const TrainResult r = t.run(o);
+  ASSERT_TRUE(r.stopped_early);
+  ASSERT_LT(r.step, c.steps);
+  const auto metrics = metrics_without_timing(o.metrics_path);
+
+  Trainer resumed(c, test_mixer_factory());
+  o.resume_path = ckpt;
+  const TrainResult again = resumed.run(o);
+  EXPECT_TRUE(again.stopped_early);
+  EXPECT_EQ(again.step, r.step);
+  EXPECT_EQ(resumed.step(), r.step);
+  EXPECT_EQ(again.last_loss, r.last_loss);
+  EXPECT_EQ(again.eval.loss, r.eval.loss);
+  expect_bit_equal(params_of(resumed), params_of(t));
+  EXPECT_EQ(metrics_without_timing(o.metrics_path), metrics);  // the final evaluation once
+
+  TrainConfig other = c;
+  other.stop_at = 1.0;
+  Trainer on(other, test_mixer_factory());
+  TrainOptions p = quiet();
+  p.resume_path = ckpt;
+  const TrainResult past = on.run(p);
+  EXPECT_GT(past.step, r.step);
+  for (const auto& path : {ckpt, o.metrics_path}) std::remove(path.c_str());
+}
+
+// The loop state is checked against the checkpoint's step when it is read, naming the entry and
+// the key.
+TEST(TrainTrainer, ATrainStateThatDisagreesWithItsStepIsRefused) {
+  const TrainConfig c = tiny_config();
+  Trainer t(c, test_mixer_factory());
+  const std::string path = temp_path("train_state.ckpt");
+  auto write = [&](const TrainLoopState& loop) {
+    checkpoint_write(path, c, 3, t.model(), *std::make_unique<torch::optim::AdamW>(t.model().parameters()), loop);
+  };
+  TrainLoopState loop;
+  loop.skipped = 4;
+  write(loop);
+  expect_error_contains([&] { checkpoint_read(path); },
+                        {path, "entry 'train_state'", "key 'skipped' must be an integer in [0, 3], got 4"});
+  loop = {};
+  loop.stopped_step = 2;
+  loop.stop_at = 0.5;
+  write(loop);
+  expect_error_contains([&] { checkpoint_read(path); },
+                        {path, "key 'stopped_step' is 2; expected 0 (not stopped) or the checkpoint's step 3"});
+  loop.stopped_step = 3;
+  write(loop);
+  EXPECT_EQ(checkpoint_read(path).loop.stopped_step, 3);
+  std::remove(path.c_str());
+}
+
 // A hybrid stack (a per-layer mixer list, mixlab/registry/layer_specs.h) through the registry's
 // factory resumes bit-exactly like a single mixer, and its checkpoint is refused by a stack of
 // the same members in another order.

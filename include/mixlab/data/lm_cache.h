@@ -13,8 +13,8 @@
 //                      checksum <16 hex: FNV-1a 64 of the lines above, then of the payload>
 //   bytes [4096, 4096 + 2N)  the N token ids as uint16 (every supported vocabulary is < 65536)
 // The cache key is (tokenizer, split, corpus); it is both in the file name (lm_dataset.h) and in
-// the header, and lm_token_file_open checks it. Written with atomic_write_file (a reader never
-// sees a half-written cache).
+// the header, and LmTokenFile::open checks it, and every id against the vocabulary. Written
+// with atomic_write_file (a reader never sees a half-written cache).
 //
 // Not supported: vocabularies >= 65536; big-endian machines.
 #pragma once
@@ -49,9 +49,12 @@ void lm_cache_write(const std::string& path, const LmCacheInfo& info, const std:
 /// A read-only memory mapping of a verified cache file.
 class LmTokenFile {
  public:
-  /// Maps `path` and verifies magic, version, key (== `expected`), size and checksum. Throws
-  /// mixlab::IoError when the file cannot be opened, mixlab::Error naming the path and the
-  /// problem when it is truncated, corrupt or for another key.
+  /// Maps `path` and verifies magic, version, key (== `expected`), size and checksum, then that
+  /// every token id is < the vocabulary (one pass over the ids, at open; a file with a valid
+  /// checksum may still hold larger ids if another program wrote it). Throws mixlab::IoError when
+  /// the file cannot be opened, mixlab::Error naming the path and the problem when it is
+  /// truncated, corrupt, for another key, or holds an id outside the vocabulary (naming the id
+  /// and its offset).
   static std::shared_ptr<LmTokenFile> open(const std::string& path, const LmCacheKey& expected);
   LmTokenFile(const LmTokenFile&) = delete;
   LmTokenFile& operator=(const LmTokenFile&) = delete;

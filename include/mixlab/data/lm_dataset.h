@@ -11,9 +11,9 @@
 // text it stands for is "d_0\nd_1\n...d_k" (the first separator is never predicted).
 //
 // Cache: <cache_dir>/lm-<corpus id>-<tokenizer>-<split>.v1.tok (mixlab/data/lm_cache.h), built on
-// first use. A cache that fails verification (corrupt, truncated, other key) is rebuilt in place
-// and LmDataset::rebuilt() says so; the corpus id is a checksum of the normalised documents, so
-// an edited corpus gets a new cache.
+// first use. A cache that fails verification (corrupt, truncated, other key, an id outside the
+// vocabulary) is rebuilt in place and LmDataset::rebuilt() says so; the corpus id is a checksum
+// of the normalised documents, so an edited corpus gets a new cache.
 //
 // Training windows: row b of step s starts at a position drawn uniformly in [0, N - T - 1] from
 // a splitmix64 stream of (seed, step, b): the same (seed, step) give the same rows on every run,
@@ -80,7 +80,8 @@ class LmDataset {
   const std::string& path() const { return path_; }
   bool rebuilt() const { return rebuilt_; }  // an unusable cache file was replaced
   /// Throws mixlab::Error naming the file, offset and id when a token of [begin, begin + length)
-  /// is >= the vocabulary (a token file's ids are checked here; a cache's when it was built).
+  /// is >= the vocabulary (a token file's ids are checked here; a cache's once, when it is opened:
+  /// LmTokenFile::open).
   void check_ids(int64_t begin, int64_t length) const;
   /// Tokens [begin, begin + length) as an int64 tensor (length); ids checked.
   torch::Tensor slice(int64_t begin, int64_t length) const;

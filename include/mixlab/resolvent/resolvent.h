@@ -14,7 +14,10 @@
 //                      (used by the weight sharing A = BD + D' of seed 000 B.3).
 //   beta  (B,H,T,W_B)  W_B = W for recurrent patterns (beta slot s = past slot s), W_B = 0 for
 //                      non-recurrent ones (causal, band:W), where B = 0.
-//   gate  (B,H,T,D)    optional, values in [0,1] (not checked: any value is a valid formula).
+//   gate  (B,H,T,D)    optional, values in [0, 1] (seed 000 B.2: g in [0, 1]^d, a probability per
+//                      row and channel; the ends 0 and 1 included). Checked, one pass over the
+//                      gate: a value outside, NaN or inf is a mixlab::Error naming it and its index.
+//                      (ResolventMixer's own sigmoid gates skip the pass: src/resolvent/resolvent_gate.h.)
 //   y     (B,H,T,D)
 // Slots past a row's true width |P(i)| are ignored (their gradient is 0).
 //
@@ -64,7 +67,8 @@ class ResolventState;
 /// Y = (I − B)⁻¹ A X over `pattern` (see the file header), differentiable in alpha, beta, gate
 /// and x. `gate` may be undefined (ungated form). Throws mixlab::Error naming the argument, the
 /// expected shape in letters and the actual sizes for bad inputs (mismatched B/H/T/D, W not
-/// matching the pattern, wrong dtype or device, T = 0).
+/// matching the pattern, wrong dtype or device, T = 0), and naming the value and its index for a
+/// gate value outside [0, 1] (NaN, inf included).
 torch::Tensor resolvent_forward(const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& x,
                                 const Pattern& pattern, const torch::Tensor& gate = {},
                                 const ResolventState* past = nullptr);
@@ -209,7 +213,8 @@ class ResolventState : public MixerState {
 
 /// One decode row t = state.position(): alpha_t (B,H,1+|P(t)|) (or (B,H,1) for diagonal A),
 /// beta_t (B,H,|P(t)|) (recurrent) or (B,H,0), x_t (B,H,D), gate_t (B,H,D) or undefined,
-/// extras_t (B,H,extra_dims[k]) the extra channels of row t (e.g. its keys).
+/// extras_t (B,H,extra_dims[k]) the extra channels of row t (e.g. its keys). gate_t in [0, 1]
+/// as resolvent_forward's gate (checked the same way, before the state moves).
 /// Returns y_t (B,H,D) and appends (x_t, y_t, extras_t) to the state. O(|P(t)|·D) per (b,h).
 /// No autograd.
 torch::Tensor resolvent_step(ResolventState& state, const torch::Tensor& alpha_t, const torch::Tensor& beta_t,

@@ -14,7 +14,16 @@
 //
 // Divergence: a non-finite loss or gradient norm stops the run with NonFiniteError before the
 // optimiser step, so the weights and the last checkpoint stay finite. TrainOptions::skip_nonfinite
-// lets up to N such steps be skipped instead (no update; the step counter advances).
+// lets up to N such steps be skipped instead (no update; the step counter advances); N counts over
+// the whole run: the steps a checkpoint skipped before a --resume are counted (TrainLoopState).
+//
+// Resume: the checkpoint carries the loop's own state too (TrainLoopState, checkpoint.h): the log
+// window in progress (so the first line after a resume, and result.json's train_loss, average the
+// same steps as an uninterrupted run), the skipped steps, and an early stop (stop_at): a stopped
+// run resumed with the same stop_at takes no further step and ends as it did at the stopped step
+// (final checkpoint, evaluation and metrics line written once); another stop_at on the resume
+// is a new rule, and the run trains on under it. The log window ends at log_every steps only: a
+// run ending at --until between two of them reports the steps so far and carries the window on.
 //
 // Progress (stderr): one line every log_every steps: step, loss, accuracy (lm: perplexity),
 // tokens/s, ETA.
@@ -109,7 +118,7 @@ struct TrainResult {
   EvalResult eval;             // held-out evaluation at the end of the run
   double tokens_per_s = 0;     // training tokens (B*T per step) per second, this run
   double seconds = 0;          // wall time of the training steps of this run
-  int64_t skipped_steps = 0;   // non-finite steps skipped (TrainOptions::skip_nonfinite)
+  int64_t skipped_steps = 0;   // non-finite steps skipped, the run's before a --resume included
   bool stopped_early = false;  // config.stop_at reached at an evaluation: `step` is where
   int64_t world_size = 1;      // processes that trained together (data parallel)
   // Data parallel, this rank: wall seconds from the end of its backward to the reduced gradients,
@@ -165,6 +174,8 @@ class Trainer {
   DecoderModel& model() { return *model_; }
   std::shared_ptr<DecoderModel> model_ptr() { return model_; }
   int64_t step() const { return step_; }
+  /// The loop state a checkpoint of now would store (window, skipped steps, early stop).
+  const TrainLoopState& loop_state() const { return loop_; }
   /// The learning rate the optimiser holds (every parameter group has the same): the schedule's
   /// value at the last step taken, also after a resume, as the checkpoint stores it.
   double optimizer_lr() const;
@@ -175,7 +186,8 @@ class Trainer {
   std::shared_ptr<DecoderModel> model_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   int64_t step_ = 0;
-  int64_t skip_nonfinite_ = 0, skipped_ = 0;
+  int64_t skip_nonfinite_ = 0;
+  TrainLoopState loop_;  // saved in and restored from checkpoints with the weights
   DataParallel* dp_ = nullptr;
   std::unique_ptr<GradientReducer> reducer_;  // with dp_: the gradient all-reduce, overlapped with backward
   struct DataParallelTiming {
