@@ -8,7 +8,9 @@
 // key block exists and the keys above the diagonal are never multiplied; the backward recomputes
 // each block's probabilities from the saved row log-sum-exps, key block outermost, so dK and dV
 // of a block stay in L1 while the query blocks below it pass. Every product is a register-blocked
-// loop over vectors of kVectorBytes (4 rows by 4 vectors of accumulators).
+// loop over the set's native vectors (flash_kernels_*.cpp: 4 rows by 4 zmm on AVX-512, 4 rows by 2
+// ymm or xmm on AVX2 and generic); the layout below (lanes, key block, scratch) is in units of the
+// 64-byte kVectorBytes on every set, a whole number of native vectors.
 #pragma once
 
 #include <cstdint>

@@ -23,8 +23,8 @@
 namespace mixlab::detail::fft_conv {
 
 /// Complex lanes per group for element type E (16 float, 8 double): one kVectorBytes vector, the
-/// vector type of the kernels whatever the instruction set (GCC splits it into the set's own
-/// registers).
+/// layout of the work buffers whatever the instruction set (the AVX2 and generic builds operate on
+/// a group as two or four native vectors, fft_conv_kernels.inc).
 template <typename E>
 constexpr int64_t group_lanes() {
   return vector_lanes<E>();

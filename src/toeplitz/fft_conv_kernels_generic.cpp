@@ -1,4 +1,6 @@
-// The native FFT convolution (fft_conv_kernels.inc) for any x86-64 or other CPU: GCC splits the
-// 64-byte vectors into 16-byte ones. toeplitz_fft.cpp runs it where no wider set is available.
+// The native FFT convolution (fft_conv_kernels.inc) for any x86-64 or other CPU: each 64-byte group
+// as four 16-byte vectors (SSE2 on x86-64). toeplitz_fft.cpp runs it where no wider set is
+// available.
 #define MIXLAB_FFT_ISA generic
+#define MIXLAB_FFT_VEC_BYTES 16
 #include "fft_conv_kernels.inc"

@@ -12,8 +12,11 @@
 //   const Kernels<E> k = MIXLAB_ISA_SELECT(cpu_isa(), CONV_KERNELS);
 //
 // On other architectures only the generic build exists, and MIXLAB_ISA_SELECT names nothing else.
-// The vector width the kernels are written for is kVectorBytes (one 64-byte vector of 16 floats
-// or 8 doubles; the AVX2 and generic builds split it into two or four native registers).
+// kVectorBytes (64: 16 floats or 8 doubles) is the width of the kernels' data layouts (lane groups,
+// column chunks, the D multiples they accept), the same on every set. The arithmetic must run in
+// the set's own registers (16, 32 or 64 bytes, a macro per .cpp): GCC keeps a vector type wider
+// than the registers on the stack, and the AVX2 builds of the FFT, attention and resolvent row
+// kernels written in 64-byte vectors ran 8-30x slower than in 32-byte ones (2026-11-27).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,7 @@
 
 namespace mixlab {
 
-/// The vector width every per-ISA kernel is written in, in bytes.
+/// The width of the per-ISA kernels' data layouts, in bytes (not their register width).
 constexpr int64_t kVectorBytes = 64;
 
 /// Lanes of one kVectorBytes vector of E (16 float, 8 double).
