@@ -19,12 +19,16 @@ import tempfile
 def kernel_times(build, threads, min_time):
     """Wall ms per call of every fast kernel-table row at `threads` threads: {name: ms}."""
     env = dict(os.environ, MIXLAB_THREADS=str(threads))
-    out = subprocess.run(
-        [os.path.join(build, "bench", "bench_kernels"), "--benchmark_filter=/fast/",
-         f"--benchmark_min_time={min_time}", "--benchmark_format=json"],
-        env=env, check=True, capture_output=True, text=True).stdout
-    # bench_kernels prints its own text table after the JSON document.
-    doc = json.JSONDecoder().raw_decode(out[out.index("{"):])[0]
+    # bench_kernels prints through its own reporter (it ignores --benchmark_format); the JSON
+    # comes from Google Benchmark's file reporter.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "kernels.json")
+        subprocess.run(
+            [os.path.join(build, "bench", "bench_kernels"), "--benchmark_filter=/fast/",
+             f"--benchmark_min_time={min_time}", f"--benchmark_out={path}", "--benchmark_out_format=json"],
+            env=env, check=True, capture_output=True, text=True)
+        with open(path) as f:
+            doc = json.load(f)
     return {b["name"]: float(b["real_time"]) for b in doc["benchmarks"] if b.get("run_type") == "iteration"}
 
 
