@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "../../src/resolvent/resolvent_gate.h"
 #include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/error.h"
 #include "mixlab/resolvent/resolvent.h"
@@ -426,6 +427,46 @@ TEST(Resolvent, GateOutsideTheUnitIntervalIsRefused) {
       },
       {"resolvent_step", "gate_t", "got nan at [0,0,1]"});
   EXPECT_EQ(state.position(), 4);  // refused before the state moved
+}
+
+// src/resolvent/resolvent_gate.h: the layer's entries without the gate's value check. On gates in
+// [0, 1] they equal the public entries and the dense reference; a NaN gate flows through them
+// where the public entries refuse it; every other check stays.
+TEST(Resolvent, SigmoidGateEntriesEqualThePublicOnesAndSkipOnlyTheValueCheck) {
+  namespace d = mixlab::detail;
+  auto p = Pattern::parse("pow2");
+  const int64_t B = 1, H = 2, T = 9, D = 4;
+  auto c = random_coeffs(p, B, H, T, D, torch::kDouble, /*strided=*/false, /*gated=*/true);
+  const Tensor y = d::resolvent_forward_sigmoid_gate(c.alpha, c.beta, c.x, p, c.gate);
+  EXPECT_TRUE(torch::equal(y, mixlab::resolvent_forward(c.alpha, c.beta, c.x, p, c.gate)));
+  EXPECT_TRUE(all_close(y, mixlab::resolvent_reference(c.alpha, c.beta, c.x, p, c.gate), 1e-9, 1e-10));
+
+  Tensor nan_gate = c.gate.clone();
+  nan_gate[0][1][3][2] = NAN;
+  Tensor y_nan;
+  ASSERT_NO_THROW(y_nan = d::resolvent_forward_sigmoid_gate(c.alpha, c.beta, c.x, p, nan_gate));
+  EXPECT_TRUE(torch::isnan(y_nan).any().item<bool>());
+  expect_error([&] { d::resolvent_forward_sigmoid_gate(c.alpha, c.beta, c.x, p, nan_gate.narrow(2, 0, 4)); },
+               {"resolvent_forward", "gate", "(B,H,T,D)"});
+
+  // The step: the same rows as the public step, from equal states; a NaN gate is taken.
+  mixlab::ResolventState a(p, B, H, D, torch::kDouble), b(p, B, H, D, torch::kDouble);
+  const int64_t W4 = mixlab::resolvent_width(p, 4);
+  auto y0 =
+      mixlab::resolvent_forward(c.alpha.narrow(2, 0, 4).narrow(3, 0, W4 + 1), c.beta.narrow(2, 0, 4).narrow(3, 0, W4),
+                                c.x.narrow(2, 0, 4), p, c.gate.narrow(2, 0, 4));
+  a.append(c.x.narrow(2, 0, 4), y0);
+  b.append(c.x.narrow(2, 0, 4), y0);
+  const int64_t n = static_cast<int64_t>(a.next_row().size());
+  const Tensor at = c.alpha.select(2, 4).narrow(2, 0, n + 1), bt = c.beta.select(2, 4).narrow(2, 0, n);
+  EXPECT_TRUE(torch::equal(d::resolvent_step_sigmoid_gate(a, at, bt, c.x.select(2, 4), c.gate.select(2, 4), {}),
+                           mixlab::resolvent_step(b, at, bt, c.x.select(2, 4), c.gate.select(2, 4))));
+  Tensor gate_t = c.gate.select(2, 5).clone();
+  gate_t[0][0][1] = NAN;
+  const int64_t n5 = static_cast<int64_t>(a.next_row().size());
+  ASSERT_NO_THROW(d::resolvent_step_sigmoid_gate(a, c.alpha.select(2, 5).narrow(2, 0, n5 + 1),
+                                                 c.beta.select(2, 5).narrow(2, 0, n5), c.x.select(2, 5), gate_t, {}));
+  EXPECT_EQ(a.position(), 6);
 }
 
 TEST(Resolvent, BadInputsNameArgumentExpectedAndActual) {
