@@ -2,6 +2,5 @@
 // (8 accumulators, 2 of B and a broadcast in the 16 ymm registers). CMakeLists.txt gives this file its flags;
 // causal_attention.cpp calls it only on a CPU that has them.
 #define MIXLAB_FLASH_ISA avx2
-#define MIXLAB_FLASH_VEC_BYTES 32
 #define MIXLAB_FLASH_TILE_VECTORS 2
 #include "flash_kernels.inc"

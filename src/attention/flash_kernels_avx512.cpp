@@ -2,6 +2,5 @@
 // (16 accumulators, 4 of B and a broadcast in the 32 zmm registers). CMakeLists.txt gives this file its flags;
 // causal_attention.cpp calls it only on a CPU that has them.
 #define MIXLAB_FLASH_ISA avx512
-#define MIXLAB_FLASH_VEC_BYTES 64
 #define MIXLAB_FLASH_TILE_VECTORS 4
 #include "flash_kernels.inc"

@@ -1,5 +1,4 @@
 // The fused affine kernels (affine_fused_kernels.inc) for AVX2 + FMA: 32-byte vectors.
 // CMakeLists.txt gives this file its -m flags; affine_fused.cpp calls it only on a CPU that has them.
 #define MIXLAB_AFFINE_ISA avx2
-#define MIXLAB_VEC_BYTES 32
 #include "affine_fused_kernels.inc"

@@ -2,5 +2,4 @@
 // 32-byte registers. CMakeLists.txt gives this file its flags; toeplitz_fft.cpp calls it only on a
 // CPU that has them.
 #define MIXLAB_FFT_ISA avx2
-#define MIXLAB_FFT_VEC_BYTES 32
 #include "fft_conv_kernels.inc"

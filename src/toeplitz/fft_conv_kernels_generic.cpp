@@ -2,5 +2,4 @@
 // as four 16-byte vectors (SSE2 on x86-64). toeplitz_fft.cpp runs it where no wider set is
 // available.
 #define MIXLAB_FFT_ISA generic
-#define MIXLAB_FFT_VEC_BYTES 16
 #include "fft_conv_kernels.inc"

@@ -14,7 +14,7 @@
 // On other architectures only the generic build exists, and MIXLAB_ISA_SELECT names nothing else.
 // kVectorBytes (64: 16 floats or 8 doubles) is the width of the kernels' data layouts (lane groups,
 // column chunks, the D multiples they accept), the same on every set. The arithmetic must run in
-// the set's own registers (16, 32 or 64 bytes, a macro per .cpp): GCC keeps a vector type wider
+// the set's own registers (16, 32 or 64 bytes, MIXLAB_ISA_VEC_BYTES): GCC keeps a vector type wider
 // than the registers on the stack, and the AVX2 builds of the FFT, attention and resolvent row
 // kernels written in 64-byte vectors ran 8-30x slower than in 32-byte ones (2026-11-27).
 #pragma once
@@ -22,6 +22,17 @@
 #include <cstdint>
 
 #include "mixlab/core/cpu_isa.h"
+
+/// The register width, in bytes, of the instruction set this translation unit is compiled for:
+/// the width a per-ISA kernel (`.inc`) computes in. Each per-ISA object gets its set's -m flags
+/// (CMakeLists.txt), so the width follows them and cannot disagree with them.
+#if defined(__AVX512F__)
+#define MIXLAB_ISA_VEC_BYTES 64
+#elif defined(__AVX2__)
+#define MIXLAB_ISA_VEC_BYTES 32
+#else
+#define MIXLAB_ISA_VEC_BYTES 16
+#endif
 
 namespace mixlab {
 
