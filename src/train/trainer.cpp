@@ -538,6 +538,13 @@ TrainResult Trainer::run_loop(const TrainOptions& o) {
       if (config_.stop_at > 0 && stop_metric(stop_eval) >= config_.stop_at) {
         result.stopped_early = true;
         loop_.stopped_step = step_;  // in the final checkpoint: a resume does not train past it
+        // train_loss of a run stopped between two log_every steps: the window in progress, as a
+        // run that ended here (--until) reports it, not the window before (or 0 before the first).
+        if (!window_end && loop_.window_steps > 0) {
+          result.last_loss = loop_.last_loss = loop_.window_loss / static_cast<double>(loop_.window_steps);
+          result.last_acc = loop_.last_acc = static_cast<double>(loop_.window_correct) /
+                                             static_cast<double>(std::max<int64_t>(1, loop_.window_answer_tokens));
+        }
         loop_.stop_at = config_.stop_at;
         if (progress)
           std::cerr << fmt::format("{}step {}: {} accuracy {:.2f}% >= stop_at {:.2f}%: stopping\n", label, step_,

@@ -170,6 +170,7 @@ TEST(TrainTrainer, StopAtEndsTheRunAtTheFirstEvaluationReachingIt) {
   c.steps = 20;
   c.eval_batch = 64;
   c.eval_every = 5;
+  c.log_every = 50;  // no log window ends before the stop
   // The probe: the accuracy at each evaluation of an uninterrupted run.
   Trainer probe(c);
   std::vector<double> acc;
@@ -185,7 +186,7 @@ TEST(TrainTrainer, StopAtEndsTheRunAtTheFirstEvaluationReachingIt) {
   Trainer at(c);
   TrainOptions o = quiet();
   o.until = expected;
-  at.run(o);
+  const TrainResult ar = at.run(o);
 
   TrainConfig stopping = c;
   stopping.stop_at = acc[1];
@@ -194,6 +195,12 @@ TEST(TrainTrainer, StopAtEndsTheRunAtTheFirstEvaluationReachingIt) {
   EXPECT_TRUE(r.stopped_early);
   EXPECT_EQ(r.step, expected);
   expect_bit_equal(params_of(t), params_of(at));
+  // train_loss is the window in progress at the stop (log_every 50 > the stop step), as the run
+  // that ended there reports it; it was 0 (no window reported yet).
+  ASSERT_GT(c.log_every, expected);
+  EXPECT_GT(r.last_loss, 0.0);
+  EXPECT_DOUBLE_EQ(r.last_loss, ar.last_loss);
+  EXPECT_DOUBLE_EQ(r.last_acc, ar.last_acc);
 
   TrainConfig never = c;
   never.stop_at = 1.0;
