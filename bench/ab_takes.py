@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 
-def one_take(binary, filt, min_time):
+def one_take(binary, filt, min_time, field="real_time"):
     cmd = [binary, f"--benchmark_filter={filt}", f"--benchmark_min_time={min_time}", "--benchmark_format=json"]
     out = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if out.returncode != 0:
@@ -30,7 +30,7 @@ def one_take(binary, filt, min_time):
             continue
         unit = b.get("time_unit", "ns")
         scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
-        rows[b["name"]] = b["real_time"] * scale  # milliseconds
+        rows[b["name"]] = b[field] * scale  # milliseconds
     if not rows:
         sys.exit(f"ab_takes: the filter {filt!r} matched no benchmark of {binary}")
     return rows
@@ -69,6 +69,8 @@ def main():
     ap.add_argument("--takes", type=int, default=9, help="takes per side (default 9)")
     ap.add_argument("--min-time", type=float, default=0.3, help="--benchmark_min_time per take (s)")
     ap.add_argument("--json", help="write every take to this file")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="compare the processes' CPU time instead of wall time (when another process shares the cores)")
     a = ap.parse_args()
     for name, path in (("--before", a.before), ("--after", a.after)):
         if not os.access(path, os.X_OK):
@@ -81,7 +83,7 @@ def main():
         # state the first run leaves) does not favour one side.
         sides = (("before", a.before), ("after", a.after))
         for side, binary in sides if i % 2 == 0 else sides[::-1]:
-            takes[side].append(one_take(binary, a.filter, a.min_time))
+            takes[side].append(one_take(binary, a.filter, a.min_time, "cpu_time" if a.cpu_time else "real_time"))
         print(f"take {i + 1}/{a.takes}", file=sys.stderr, flush=True)
     rows = summarise(takes["before"], takes["after"])
     print(markdown(rows))

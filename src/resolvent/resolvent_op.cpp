@@ -177,17 +177,17 @@ struct PlainLoops {
                    bool, const scalar_t*, const detail::ResolventGrads<scalar_t>&, int64_t, int64_t);
 };
 
-// Picked once per call from cpu_isa() (mixlab/core/cpu_isa.h; MIXLAB_CPU_ISA may ask for a lower
-// set). May throw: call it before the parallel region.
+// The plain loops of `isa`: the caller reads cpu_isa() once per call (mixlab/core/cpu_isa.h;
+// MIXLAB_CPU_ISA may ask for a lower set, and it may throw: before the parallel region).
 template <typename scalar_t>
-PlainLoops<scalar_t> plain_loops() {
+PlainLoops<scalar_t> plain_loops(CpuIsa isa) {
   namespace rl = detail::resolvent_loops;
 #define MIXLAB_RESOLVENT_PLAIN_LOOPS(ns)                                               \
   PlainLoops<scalar_t> {                                                               \
     static_cast<decltype(PlainLoops<scalar_t>::forward)>(rl::ns::forward_slices),      \
         static_cast<decltype(PlainLoops<scalar_t>::backward)>(rl::ns::backward_slices) \
   }
-  return MIXLAB_ISA_SELECT(cpu_isa(), MIXLAB_RESOLVENT_PLAIN_LOOPS);
+  return MIXLAB_ISA_SELECT(isa, MIXLAB_RESOLVENT_PLAIN_LOOPS);
 #undef MIXLAB_RESOLVENT_PLAIN_LOOPS
 }
 
@@ -205,7 +205,7 @@ ForwardLoops<scalar_t> forward_loops(const detail::ResolventParams<scalar_t>& ba
   namespace rk = detail::resolvent_rows;
   ForwardLoops<scalar_t> l;
   const CpuIsa isa = cpu_isa();
-  l.plain = plain_loops<scalar_t>();
+  l.plain = plain_loops<scalar_t>(isa);  // one cpu_isa() read per call
   // The BLAS-3 block solve stays first where it applies (wide contiguous windows).
   if (!ResolventPlainLoopsGuard::active() && rk::supports<scalar_t>(base.D) && !detail::dense_blocks_apply(base)) {
 #define MIXLAB_RESOLVENT_ROWS(ns) static_cast<typename ForwardLoops<scalar_t>::RowSlice>(rk::ns::forward_slice)
@@ -268,7 +268,7 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
       grads_base.dbeta = dbeta.data_ptr<scalar_t>();
       grads_base.dx = dx.data_ptr<scalar_t>();
       grads_base.dgate = gated ? dgate.data_ptr<scalar_t>() : nullptr;
-      const auto loops = plain_loops<scalar_t>();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
+      const auto loops = plain_loops<scalar_t>(cpu_isa());  // may throw (MIXLAB_CPU_ISA): outside the parallel region
       const auto sp = in.pointers<scalar_t>();
       at::parallel_for(0, BH, 1, [&](int64_t begin, int64_t end) {
         loops.backward(base, sp, use_blocked, y.data_ptr<scalar_t>(), grads_base, begin, end);

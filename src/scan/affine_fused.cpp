@@ -57,9 +57,9 @@ bool needs_no_gradient(std::initializer_list<const at::Tensor*> inputs) {
   return true;
 }
 
-// Tokens per checkpoint of the training forward: the backward recomputes a chunk's C + 1 states
-// (C Dk Dv values: 256 KiB at 32 x 64 x 64 in float, inside L2) from the state saved before it;
-// the delta rule's kBackwardRowBlock rows of S^T at a time.
+// Tokens per checkpoint of the delta rule's training forward: its backward recomputes a chunk's
+// C + 1 states from the state saved before it, kBackwardRowBlock rows of S^T at a time. (The
+// diagonal decay's backward needs only the initial state.)
 constexpr int64_t kCheckpointTokens = 32;
 
 // Tokens [t0, t0 + len) of a (batch, head)'s rows: the same state, the inputs moved on.
@@ -134,7 +134,7 @@ std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Kernel 1 with gradients: the checkpointed fused forward and the fused backward. g is the log
+// Kernel 1 with gradients: the fused forward and the fused backward (from S_{-1}). g is the log
 // decay as the kernel reads it ((B,H,T) for a scalar gate, else (B,H,T,Dk)); s0 an empty tensor
 // when there is no initial state (autograd's apply takes defined tensors).
 class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFunction> {
@@ -145,9 +145,10 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
     const bool scalar_gate = g.dim() == 3;
     auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
     auto a = g.exp().contiguous();
-    at::Tensor ckpt;
-    auto [out, state] = diag_forward_raw(d, qc, kc, vc, a, scalar_gate, s0.numel() > 0 ? s0 : at::Tensor(), &ckpt);
-    ctx->save_for_backward({qc, kc, vc, a, ckpt});
+    // The backward needs only S_{-1} (affine_fused_kernels.h): no checkpoints.
+    const at::Tensor init = s0.numel() > 0 ? s0.contiguous() : at::Tensor();
+    auto [out, state] = diag_forward_raw(d, qc, kc, vc, a, scalar_gate, init, /*ckpt=*/nullptr);
+    ctx->save_for_backward({qc, kc, vc, a, init.defined() ? init : torch::empty({0}, q.options())});
     ctx->saved_data["has_s0"] = s0.numel() > 0;
     return {out, state};
   }
@@ -157,10 +158,9 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
                  "diag_decay (fused): double backward (create_graph=true) is not supported by the fused kernel; "
                  "run the call under mixlab::ComposedAffineGuard");
     auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &a = saved[3], &ckpt = saved[4];
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &a = saved[3], &init = saved[4];
     const bool scalar_gate = a.dim() == 3, has_s0 = ctx->saved_data["has_s0"].toBool();
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Dk = q.size(3), Dv = v.size(3);
-    const int64_t C = kCheckpointTokens, chunks = ckpt.size(2);
     auto grad_out = grads[0].defined() ? grads[0].contiguous() : torch::zeros({B, H, T, Dv}, q.options());
     auto grad_state = grads[1].defined() ? grads[1].contiguous().clone() : torch::zeros({B, H, Dk, Dv}, q.options());
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v), dg = torch::empty_like(a);
@@ -169,14 +169,15 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
       using E = scalar_t;
       const int64_t a_row = scalar_gate ? 1 : Dk;
       at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-        std::vector<E> states(static_cast<size_t>((C + 1) * Dk * Dv)), dstate(static_cast<size_t>(Dk * Dv));
+        std::vector<E> P(static_cast<size_t>(Dk * Dv)), dstate(static_cast<size_t>(Dk * Dv)),
+            running(static_cast<size_t>(Dk)), dv_lanes(static_cast<size_t>(Dv * (kVectorBytes / sizeof(E))));
         for (int64_t bh = begin; bh < end; ++bh) {
           kernels_for<E>(chosen).diag_backward(affine_fused::DiagDecayGradRows<E>{
               q.data_ptr<E>() + bh * T * Dk, k.data_ptr<E>() + bh * T * Dk, v.data_ptr<E>() + bh * T * Dv,
-              a.data_ptr<E>() + bh * T * a_row, scalar_gate, ckpt.data_ptr<E>() + bh * chunks * Dk * Dv,
+              a.data_ptr<E>() + bh * T * a_row, scalar_gate, has_s0 ? init.data_ptr<E>() + bh * Dk * Dv : nullptr,
               grad_out.data_ptr<E>() + bh * T * Dv, grad_state.data_ptr<E>() + bh * Dk * Dv,
               dq.data_ptr<E>() + bh * T * Dk, dk.data_ptr<E>() + bh * T * Dk, dv.data_ptr<E>() + bh * T * Dv,
-              dg.data_ptr<E>() + bh * T * a_row, states.data(), dstate.data(), T, Dk, Dv, C});
+              dg.data_ptr<E>() + bh * T * a_row, P.data(), dstate.data(), running.data(), dv_lanes.data(), T, Dk, Dv});
         }
       });
     });

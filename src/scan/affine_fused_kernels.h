@@ -12,8 +12,7 @@ namespace mixlab::detail::affine_fused {
 
 /// Rows of S^T (columns of S) the delta rule's backward walks together: the rows are independent,
 /// a block's C + 1 states (135 KiB at C 32, Dk 64 in float) stay in L2 and the lanes' dq, dk
-/// accumulators in registers across the block. (Blocking the diagonal decay's backward the same
-/// way, at 4 or 16 rows, measured no faster: issue 38, 2026-11-27.)
+/// accumulators in registers across the block. (The diagonal decay's backward stores no states.)
 constexpr int64_t kBackwardRowBlock = 16;
 
 /// One (batch, head) of S_t = diag(a_t) S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, t = 0..T-1.
@@ -31,12 +30,12 @@ struct DiagDecayRows {
   int64_t T, Dk, Dv;
 };
 
-/// The backward of DiagDecayRows for one (batch, head). The forward saved `ckpt`: the state
-/// before every chunk of C tokens (ceil(T/C) states S_{cC-1}, Dk rows of Dv each). A chunk at a
-/// time, the kernel recomputes the chunk's states from its checkpoint (transposed, Dv rows of Dk,
-/// into `states`, (C+1) Dv Dk values) and walks its tokens backwards with dL/dS_t^T in `dstate`
-/// (Dv Dk values). grad_state: in dL/dS_{T-1}, out dL/dS_{-1} (Dk rows of Dv). dg = dL/dg =
-/// a dL/da: T rows of Dk, or T scalars with scalar_gate.
+/// The backward of DiagDecayRows for one (batch, head), from the initial state alone (`init`:
+/// S_{-1}, Dk rows of Dv; null for zero): a forward pass recomputes the states in `P` (Dv Dk
+/// values, S^T) for dq, a backward pass carries dL/dS^T in `dstate` (Dv Dk values), and the
+/// gate's gradient is a running sum (`running`, Dk values); see affine_fused_kernels.inc.
+/// grad_state: in dL/dS_{T-1}, out dL/dS_{-1} (Dk rows of Dv). dg = dL/dg = a dL/da: T rows of Dk,
+/// or T scalars with scalar_gate.
 template <typename E>
 struct DiagDecayGradRows {
   const E* q;
@@ -44,16 +43,18 @@ struct DiagDecayGradRows {
   const E* v;
   const E* a;
   bool scalar_gate;
-  const E* ckpt;
+  const E* init;
   const E* grad_out;
   E* grad_state;
   E* dq;
   E* dk;
   E* dv;
   E* dg;
-  E* states;
+  E* P;
   E* dstate;
-  int64_t T, Dk, Dv, C;
+  E* running;
+  E* dv_lanes;  // Dv rows of one register's lanes: at most Dv kVectorBytes / sizeof(E) values
+  int64_t T, Dk, Dv;
 };
 
 /// One (batch, head) of S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,
@@ -70,7 +71,8 @@ struct DeltaRuleRows {
   int64_t T, Dk, Dv;
 };
 
-/// The backward of DeltaRuleRows for one (batch, head), checkpointed as DiagDecayGradRows. Each
+/// The backward of DeltaRuleRows for one (batch, head). The forward saved `ckpt`: the state before
+/// every chunk of C tokens (ceil(T/C) states S_{cC-1}, Dk rows of Dv each). Each
 /// column of S evolves alone (S^T is row-local), so the kernel works on S^T throughout.
 /// Scratch: states (C+1) kBackwardRowBlock Dk, w C kBackwardRowBlock (S_{t-1}^T k_t of the
 /// chunk's tokens in the block's rows), dstate Dv Dk, lanes Dk. dlog_alpha null when alpha is null.

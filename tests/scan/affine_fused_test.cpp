@@ -1,5 +1,5 @@
 // The fused affine kernels (mixlab/scan/affine.h): the forward without gradients equals the plain
-// loop reference and the LibTorch composition, and the checkpointed forward + backward equal the
+// loop reference and the LibTorch composition, and the training forward + fused backward equal the
 // composition's autograd, for every instruction set this CPU has, across lengths (around the
 // 32-token checkpoint), widths that leave vector tails, gate kinds and strengths; which path runs
 // is checked; the thread count does not change the result. (The double-precision gradchecks and
@@ -220,6 +220,41 @@ TEST(FusedAffine, DiagDecayBackwardEqualsCompositionOnEveryIsa) {
             ASSERT_EQ(fused.size(), composed.size());
             for (size_t i = 0; i < fused.size(); ++i)
               EXPECT_TRUE(all_close(fused[i], composed[i], 2e-4, 2e-4)) << what << " tensor " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The fused backward takes the gate's gradient as a running sum over the tokens after it (q ⊙ dq
+// - k ⊙ dk, affine_fused_kernels.inc) instead of per-token state products: over a long sequence
+// it stays within rounding of the composition's autograd (float: 1e-3 of each tensor's largest
+// entry; double: 1e-9), for both gate kinds, weak and strong decay, with and without an initial
+// state.
+TEST(FusedAffine, DiagDecayGateGradientOverALongSequenceStaysWithinRounding) {
+  uint64_t seed = 400;
+  for (const auto& isa : testing::isas_this_cpu_runs()) {
+    IsaScope scope(isa);
+    for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+      for (int kind : {1, 2}) {
+        for (double strength : {0.01, 2.0}) {
+          for (bool with_init : {false, true}) {
+            const std::string what = isa + " " + std::string(c10::toString(dtype)) + " kind=" + std::to_string(kind) +
+                                     " strength=" + std::to_string(strength) + (with_init ? " init" : "");
+            const auto c = diag_case(2000, 16, 8, kind, strength, dtype, ++seed);
+            const auto fused = diag_grads(c, with_init, 16);
+            std::vector<at::Tensor> want;
+            {
+              ComposedAffineGuard guard;
+              want = diag_grads(c, with_init, 16);
+            }
+            // out, final state, dq, dk, dv, dg (index 5), dS_{-1}: each relative to its largest entry.
+            const double tol = dtype == torch::kFloat32 ? 1e-3 : 1e-9;
+            for (size_t i = 0; i < fused.size(); ++i) {
+              const double scale = std::max(1.0, want[i].abs().max().item<double>());
+              EXPECT_LT((fused[i] - want[i]).abs().max().item<double>() / scale, tol) << what << " tensor " << i;
+            }
           }
         }
       }
