@@ -20,6 +20,7 @@
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/dist/data_parallel.h"
 #include "mixlab/dist/gradient_reducer.h"
+#include "mixlab/train/fused_adamw.h"
 #include "mixlab/train/lm_eval.h"
 
 namespace mixlab {
@@ -213,7 +214,9 @@ BatchScore Trainer::train_step() {
     s.loss.backward();
   }
   const double loss = s.loss.item<double>();
-  const double grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.grad_clip);
+  // Clipping folded into the optimiser step (fused_adamw.h): the norm first (the step is refused
+  // on a non-finite one), then one pass per tensor that scales, decays and updates.
+  const double grad_norm = mixlab::grad_norm(model_->parameters());
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
     // A non-finite step must not reach the weights (or Adam's moments): no optimizer step.
     s.finite = false;
@@ -227,7 +230,7 @@ BatchScore Trainer::train_step() {
         "stopped before updating the weights",
         std::isfinite(loss) ? "gradient" : "loss", step_ + 1, loss, grad_norm, config_.lr, lr));
   }
-  optimizer_->step();
+  adamw_fused_step(*optimizer_, grad_clip_coef(grad_norm, config_.grad_clip));
   ++step_;
   return s;
 }

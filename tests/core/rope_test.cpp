@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <vector>
+
 #include "mixlab/core/error.h"
 #include "support/gradcheck.h"
 
@@ -75,4 +78,73 @@ TEST(Rope, TableIsCachedAndServesTrainingAfterDecode) {
   EXPECT_TRUE(x.grad().defined());
   EXPECT_THROW(mixlab::rope_table(0, 4, 5, 10000.0, torch::kFloat), mixlab::Error);
   EXPECT_THROW(mixlab::rope_table(-1, 4, 6, 10000.0, torch::kFloat), mixlab::Error);
+}
+
+// The native pass (forward and backward, an autograd node) against the composed reference
+// (ComposedRopeGuard): awkward sizes, a strided view as attention passes it (q of a fused qkv
+// projection, permuted), both dtypes; the output contiguous on both paths; the float forward
+// bitwise equal (the same products and sums in the same order), the gradient to float rounding.
+TEST(Rope, NativeEqualsComposedForwardAndBackward) {
+  torch::manual_seed(2);
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (auto [B, H, T, D] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 2}, {2, 3, 7, 6}, {3, 4, 33, 16}}) {
+      for (int64_t start : {0, 5}) {
+        auto proj = torch::randn({B, T, 3, H, D}, dtype);  // split_heads' layout
+        auto go = torch::randn({B, H, T, D}, dtype);
+        auto run = [&](bool composed) {
+          auto p = proj.clone().requires_grad_(true);
+          auto q = p.select(2, 0).permute({0, 2, 1, 3});  // (B,H,T,D), strided
+          torch::Tensor y;
+          if (composed) {
+            mixlab::ComposedRopeGuard g;
+            y = mixlab::rope_apply(q, start);
+          } else {
+            y = mixlab::rope_apply(q, start);
+          }
+          EXPECT_TRUE(y.is_contiguous());
+          (y * go).sum().backward();
+          return std::make_pair(y.detach(), p.grad());
+        };
+        auto [y_ref, g_ref] = run(true);
+        auto [y, g] = run(false);
+        const std::string at =
+            fmt::format("dtype {} B{} H{} T{} D{} start {}", c10::toString(dtype), B, H, T, D, start);
+        EXPECT_TRUE(torch::equal(y, y_ref)) << at;
+        const double tol = dtype == torch::kFloat ? 1e-6 : 1e-14;
+        EXPECT_TRUE(mixlab::testing::all_close(g, g_ref, tol, tol)) << at;
+      }
+    }
+  }
+  // Empty T, no autograd (InferenceMode, as prefill runs it).
+  EXPECT_EQ(mixlab::rope_apply(torch::randn({1, 2, 0, 4})).sizes(), (std::vector<int64_t>{1, 2, 0, 4}));
+  auto x = torch::randn({2, 2, 5, 4});
+  torch::Tensor ref;
+  {
+    mixlab::ComposedRopeGuard g;
+    ref = mixlab::rope_apply(x, 3);
+  }
+  c10::InferenceMode inference;
+  EXPECT_TRUE(torch::equal(mixlab::rope_apply(x, 3), ref));
+}
+
+// The native node's gradient, and a double backward (create_graph: the composed inverse
+// rotation), against finite differences in double.
+TEST(Rope, NativeGradcheckAndDoubleBackward) {
+  torch::manual_seed(3);
+  auto x = torch::randn({2, 3, 5, 6}, torch::dtype(torch::kDouble).requires_grad(true));
+  EXPECT_TRUE(
+      mixlab::testing::gradcheck([](const std::vector<at::Tensor>& in) { return mixlab::rope_apply(in[0], 2); }, {x}));
+  auto y = mixlab::rope_apply(x, 2);
+  auto w = torch::randn_like(y);
+  auto gx = torch::autograd::grad({(y * y * w).sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+  auto ggx = torch::autograd::grad({gx.sum()}, {x})[0];
+  torch::Tensor ggx_ref;
+  {
+    mixlab::ComposedRopeGuard g;
+    auto xr = x.detach().clone().requires_grad_(true);
+    auto yr = mixlab::rope_apply(xr, 2);
+    auto gr = torch::autograd::grad({(yr * yr * w).sum()}, {xr}, {}, true, true)[0];
+    ggx_ref = torch::autograd::grad({gr.sum()}, {xr})[0];
+  }
+  EXPECT_TRUE(mixlab::testing::all_close(ggx, ggx_ref, 1e-12, 1e-12));
 }

@@ -6,6 +6,11 @@
 // rope_table gives the cos/sin tables both use, computed once per (start, T, D, base, dtype) and
 // kept in a small process-wide cache: a training step asks for the same table in every layer and
 // every step, and building it (T·D cos and sin in double) costs more than the rotation itself.
+// On CPU float/double tensors rope_apply runs one native pass forward and one backward (an
+// autograd node: the composed form's seven ops and their backward nodes cost more than the
+// rotation at training sizes, issue 38); the composed form (narrow, mul, cat) is its reference,
+// taken under ComposedRopeGuard, for other dtypes and devices, and for double backward.
+// The output is a contiguous (B,H,T,D) tensor on both paths, whatever x's strides.
 // Not supported: scaled/NTK variants.
 #pragma once
 
@@ -13,7 +18,12 @@
 
 #include <vector>
 
+#include "mixlab/core/reference_guard.h"
+
 namespace mixlab {
+
+/// While alive on a thread, rope_apply runs its composed reference there (reference_guard.h).
+using ComposedRopeGuard = ReferenceGuard<struct RopeOp>;
 
 /// x (B,H,T,D) → same shape, positions start..start+T-1. Throws mixlab::Error if D is odd.
 torch::Tensor rope_apply(const torch::Tensor& x, int64_t start = 0, double base = 10000.0);
