@@ -48,11 +48,16 @@ int main(int argc, char** argv) {
   std::string mixer = "attention";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--threads") threads = std::atoi(v.c_str());
-    else if (k == "--steps") steps = std::atoll(v.c_str());
-    else if (k == "--batch") batch = std::atoll(v.c_str());
-    else if (k == "--length") length = std::atoll(v.c_str());
-    else if (k == "--mixer") mixer = v;
+    if (k == "--threads")
+      threads = std::atoi(v.c_str());
+    else if (k == "--steps")
+      steps = std::atoll(v.c_str());
+    else if (k == "--batch")
+      batch = std::atoll(v.c_str());
+    else if (k == "--length")
+      length = std::atoll(v.c_str());
+    else if (k == "--mixer")
+      mixer = v;
     else {
       std::fprintf(stderr, "bench_train: unknown option '%s' (--threads, --steps, --batch, --length, --mixer)\n",
                    k.c_str());
@@ -62,8 +67,8 @@ int main(int argc, char** argv) {
   mixlab::install_cpu_block_cache();
   mixlab::threads_configure(threads);
   const int64_t warm = 10, total = warm + steps;
-  const nlohmann::json j = {{"task", "lm"},     {"mixer", mixer},   {"steps", total},
-                            {"batch", batch},   {"length", length}, {"eval_tokens", 512}};
+  const nlohmann::json j = {{"task", "lm"},   {"mixer", mixer},   {"steps", total},
+                            {"batch", batch}, {"length", length}, {"eval_tokens", 512}};
   const mixlab::TrainConfig config = mixlab::config_from_json(j, "(bench_train)");
 
   // The phases, on a model and optimiser built as the trainer builds them.
@@ -84,7 +89,8 @@ int main(int argc, char** argv) {
   const std::vector<torch::Tensor> params = model.parameters();
 
   std::map<std::string, std::vector<double>> t;
-  const char* order[] = {"batch", "forward", "score", "zero_grad", "backward", "clip", "optimizer", "fused (norm+step)"};
+  const char* order[] = {"batch",    "forward", "score",     "zero_grad",
+                         "backward", "clip",    "optimizer", "fused (norm+step)"};
   model.train();
   for (int64_t s = 0; s < total; ++s) {
     auto t0 = Clock::now();

@@ -122,8 +122,15 @@ void adamw_fused_step(torch::optim::AdamW& optimizer, double grad_scale) {
       const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
       const double bias1 = 1 - std::pow(beta1, static_cast<double>(st.step()));
       const double bias2 = 1 - std::pow(beta2, static_cast<double>(st.step()));
-      const AdamWScalars s{grad_scale,       1 - o.lr() * o.weight_decay(), beta1, beta2, 1 - beta1, 1 - beta2,
-                           std::sqrt(bias2), o.eps(),                       -(o.lr() / bias1)};
+      const AdamWScalars s{grad_scale,
+                           1 - o.lr() * o.weight_decay(),
+                           beta1,
+                           beta2,
+                           1 - beta1,
+                           1 - beta2,
+                           std::sqrt(bias2),
+                           o.eps(),
+                           -(o.lr() / bias1)};
       torch::Tensor grad = p.grad();
       AT_DISPATCH_FLOATING_TYPES(dtype, "adamw_fused_step", [&] {
         adamw_tensor<scalar_t>(p.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), st.exp_avg().data_ptr<scalar_t>(),
