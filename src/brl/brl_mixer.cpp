@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "mixlab/brl/block_attention.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
 
@@ -161,6 +162,46 @@ torch::Tensor BrlMixer::memory_init_step(int64_t batch) {
   return ct0_.expand({batch, opt_.slots, dims_.d_model});
 }
 
+MemoryOutput BrlMixer::forward_softmax(const torch::Tensor& xb, const torch::Tensor& memory) {
+  const int64_t B = xb.size(0), K = xb.size(1), N = xb.size(2), C = dims_.d_model, M = opt_.slots;
+  const int64_t H = dims_.n_heads, D = head_dim_;
+  // The maps of the layer's input in one product: F_comp's keys (K1, K2) and values over the
+  // history (only with K > 1: a single block has none) and F_prop's queries, (B,K,N,n·C) for n
+  // maps. Each is a strided view; every block is a history.
+  std::vector<torch::Tensor> maps;
+  if (K > 1) {
+    maps.push_back(comp_k1_->weight);
+    if (opt_.diff) maps.push_back(comp_k2_->weight);
+    maps.push_back(comp_v_->weight);
+  }
+  maps.push_back(prop_q_->weight);
+  // split, not narrow: the backward of split is one cat of the parts' gradients, that of each
+  // narrow a zero-filled (B,K,N,n·C) tensor, summed.
+  const auto parts = torch::matmul(xb, torch::cat(maps, 0).t()).split(C, -1);
+  auto part = [&](size_t i, int64_t len) { return parts[i].reshape({B * K, len, H, D}); };
+  torch::Tensor ct_bar = memory;
+  if (K > 1) {
+    // F_comp for block k + 1 from history block k: the queries of blocks 1..K-1 shifted down one
+    // block, so group (b, k) pairs the queries of block k + 1 with history k (the last group's
+    // queries are zeros and its result is dropped).
+    auto q = comp_q_(memory.narrow(1, 1, K - 1));
+    q = torch::cat({q, torch::zeros({B, 1, M, C}, q.options())}, 1).view({B * K, M, H, D});
+    const double scale = 1.0 / (static_cast<double>(M) * std::sqrt(static_cast<double>(C)));
+    const auto v = part(opt_.diff ? 2 : 1, N);
+    auto out = block_attention(q, part(0, N), v, scale);  // (B·K,M,H,D)
+    if (opt_.diff) out = out - gamma().view({H, 1}) * block_attention(q, part(1, N), v, scale);
+    auto comp = comp_norm_(out.view({B * K * M, C})).view({B, K, M, C}).narrow(1, 0, K - 1);
+    ct_bar = torch::cat({memory.narrow(1, 0, 1), comp}, 1);
+  }
+  auto ct_out = evolve(memory, ct_bar);  // (B,K,M,C)
+  // F_prop: block k's tokens query the m tokens of ct'_k; λ_h scales head h's values (λ S V = S λV).
+  const auto kv = torch::matmul(ct_out, torch::cat({prop_k_->weight, prop_v_->weight}, 0).t()).split(C, -1);
+  const auto k = kv[0].reshape({B * K, M, H, D});
+  const auto v = kv[1].reshape({B * K, M, H, D}) * lambda_.view({H, 1});
+  auto y = block_attention(part(maps.size() - 1, N), k, v, 1.0 / std::sqrt(static_cast<double>(D)));  // (B·K,N,H,D)
+  return {torch::relu(prop_norm_(y.view({B, K * N, C}))), ct_out};
+}
+
 MemoryOutput BrlMixer::forward_memory(const torch::Tensor& x, const torch::Tensor& memory) {
   const char* fn = "brl forward";
   check_shape(fn, "x", x, {-1, -1, dims_.d_model}, "(B,T,C)");
@@ -173,7 +214,11 @@ MemoryOutput BrlMixer::forward_memory(const torch::Tensor& x, const torch::Tenso
   auto y_gen = local_->forward(x);  // F_gen, O(T·W·C)
   // Blocks: pad the tail so x is (B,K,N,C); the padding is never a history (only blocks
   // 0..K-2, all complete, are) and its outputs are cut off below.
-  auto xb = torch::constant_pad_nd(x, {0, 0, 0, K * N - T}).view({B, K, N, C});
+  auto xb = K * N == T ? x.reshape({B, K, N, C}) : torch::constant_pad_nd(x, {0, 0, 0, K * N - T}).view({B, K, N, C});
+  if (opt_.attn == BrlAttn::kSoftmax) {
+    auto out = forward_softmax(xb, memory);
+    return {y_gen + out.y.reshape({B, K * N, C}).narrow(1, 0, T), out.memory_delta};
+  }
   // ct̄: block 0 has no history; block k >= 1 compresses block k-1 (this layer's input).
   torch::Tensor ct_bar = memory;
   if (K > 1) {

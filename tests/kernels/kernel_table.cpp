@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "mixlab/attention/causal_attention.h"
+#include "mixlab/brl/block_attention.h"
 #include "mixlab/brl/brl_mixer.h"
 #include "mixlab/brl/brl_reference.h"
 #include "mixlab/resolvent/resolvent.h"
@@ -73,7 +74,7 @@ uint64_t kernel_seed(const std::string& row, const std::string& shape_label) {
 const std::vector<std::string> kRequiredKernels = {
     "resolvent",  "resolvent_plain_loops", "resolvent_dense_blocks", "selective_scan",   "diag_decay",
     "delta_rule", "gated_delta_rule",      "toeplitz_fft",           "causal_attention", "windowed_attention",
-    "brl",
+    "brl",        "block_attention",
 };
 
 namespace {
@@ -454,6 +455,45 @@ KernelCase brl_row() {
   return row;
 }
 
+// ---- BRL's block attention (tests/brl/block_attention_test.cpp) -------------------------------
+// q (G,T,H,D) (T: the queries of a group), k, v (G,K,H,D) as views of linear outputs (G,L,H·D);
+// every key, no mask. The reference is the definition written out per head: softmax(scale q k^T)
+// v. Lk 1 (one compressed token), odd D, groups of one. Tolerances: block_attention_test's.
+
+KernelCase block_attention_row() {
+  KernelCase row;
+  row.name = "block_attention";
+  row.kernel = "block_attention";
+  row.what = "block_attention (native, per group and head) vs softmax(scale QK^T) V written out";
+  row.input_names = {"q", "k", "v"};
+  row.grad_inputs = {0, 1, 2};
+  row.make_inputs = [](const Shape& s, torch::ScalarType dtype, uint64_t seed) {
+    torch::manual_seed(seed);
+    const int64_t G = s["G"], Q = s["T"], K = s["K"], H = s["H"], D = s["D"];
+    KernelInputs in;
+    in.shape = s;
+    in.tensors = {torch::randn({G, Q, H * D}, opts(dtype)).view({G, Q, H, D}),
+                  torch::randn({G, K, H * D}, opts(dtype)).view({G, K, H, D}),
+                  torch::randn({G, K, H * D}, opts(dtype)).view({G, K, H, D})};
+    return in;
+  };
+  auto scale = [](const KernelInputs& in) { return 1.0 / std::sqrt(static_cast<double>(in.shape["D"])); };
+  row.fast = [scale](const KernelInputs& in) -> Tensors {
+    return {block_attention(in.tensors[0], in.tensors[1], in.tensors[2], scale(in))};
+  };
+  row.reference = [scale](const KernelInputs& in) -> Tensors {
+    auto q = in.tensors[0].transpose(1, 2), k = in.tensors[1].transpose(1, 2), v = in.tensors[2].transpose(1, 2);
+    auto p = (torch::matmul(q, k.transpose(-1, -2)) * scale(in)).softmax(-1);
+    return {torch::matmul(p, v).transpose(1, 2)};
+  };
+  row.grid = {"G1 T1 K1 H1 D1", "G3 T7 K2 H2 D5", "G2 T16 K8 H3 D16", "G5 T33 K3 H2 D17"};
+  row.gradcheck_shape = "G2 T3 K2 H2 D3";
+  row.bench_shapes = {"G64 T64 K16 H4 D16"};
+  row.forward_f32 = row.backward_f32 = {3e-5, 3e-5};
+  row.forward_f64 = row.backward_f64 = {1e-11, 1e-11};
+  return row;
+}
+
 std::vector<KernelCase> build_table() {
   // Resolvent grids: D a multiple of 16 (the register kernel) and an odd D (the plain loops), T = 1,
   // odd, not a multiple of the 64-row blocks.
@@ -482,6 +522,7 @@ std::vector<KernelCase> build_table() {
   rows.push_back(attention_row(false));
   rows.push_back(attention_row(true));
   rows.push_back(brl_row());
+  rows.push_back(block_attention_row());
   return rows;
 }
 
