@@ -14,10 +14,11 @@ namespace mixlab::detail {
 
 /// The fused path of kernel 1 on checked arguments (g may be a scalar gate expanded over Dk,
 /// stride 0): nullopt while a ComposedAffineGuard is alive on this thread; else the token loop
-/// when no argument needs a gradient, or the checkpointed forward with the fused backward.
+/// when no argument needs a gradient, or the forward with the fused backward (from S_{-1}).
 std::optional<AffineResult> diag_decay_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v, const at::Tensor& g, const at::Tensor& s0);
-/// The same for kernel 2; log_alpha undefined for DeltaNet.
+/// The same for kernel 2, its backward from checkpoints every 32 tokens; log_alpha undefined for
+/// DeltaNet.
 std::optional<AffineResult> delta_rule_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v, const at::Tensor& beta, const at::Tensor& log_alpha,
                                              const at::Tensor& s0);
