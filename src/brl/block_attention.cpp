@@ -64,7 +64,9 @@ Kernels<E> kernels_for(CpuIsa isa) {
 torch::Tensor unit_columns(const torch::Tensor& x) { return x.stride(3) == 1 ? x : x.contiguous(); }
 
 // (group, head) pairs per parallel chunk: about 64k multiply-adds each.
-int64_t grain(const Dims& d) { return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, d.Lq * d.Lk * d.D)); }
+int64_t grain(const Dims& d) {
+  return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, d.Lq * d.Lk * d.D));
+}
 
 template <typename E>
 void forward_impl(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, torch::Tensor& out,

@@ -73,7 +73,8 @@ int64_t work_elements(int64_t Lq, int64_t Lk, int64_t D) {
   return 2 * D * P + 2 * Lq * P + P * Q;
 }
 
-MIXLAB_DECLARE_PER_ISA(void block_attention(const BlockRows<float>& r); void block_attention(const BlockRows<double>& r);
+MIXLAB_DECLARE_PER_ISA(void block_attention(const BlockRows<float>& r);
+                       void block_attention(const BlockRows<double>& r);
                        void block_attention_backward(const BlockGradRows<float>& r);
                        void block_attention_backward(const BlockGradRows<double>& r);)
 

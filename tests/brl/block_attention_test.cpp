@@ -110,24 +110,35 @@ TEST(BlockAttention, GradcheckDouble) {
   for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
     mixlab::testing::IsaScope scope(isa);
     EXPECT_TRUE(mixlab::testing::gradcheck(
-        [](const std::vector<at::Tensor>& in) { return mixlab::block_attention(in[0], in[1], in[2], 0.7); },
-        {q, k, v}))
+        [](const std::vector<at::Tensor>& in) { return mixlab::block_attention(in[0], in[1], in[2], 0.7); }, {q, k, v}))
         << isa;
   }
 }
 
 TEST(BlockAttention, ErrorsNameTheArgument) {
   auto q = torch::randn({2, 4, 2, 8}), k = torch::randn({2, 5, 2, 8});
-  expect_error([&] { mixlab::block_attention(q, torch::randn({3, 5, 2, 8}), k, 1.0); },
-               {"block_attention: k must be (G,Lk,H,D) = (2,>= 1,2,8)", "got [3,5,2,8]"});
-  expect_error([&] { mixlab::block_attention(q, k, torch::randn({2, 6, 2, 8}), 1.0); },
-               {"block_attention: v must have shape", "[2,6,2,8]"});
+  expect_error(
+      [&] {
+        mixlab::block_attention(q, torch::randn({3, 5, 2, 8}), k, 1.0);
+      },
+      {"block_attention: k must be (G,Lk,H,D) = (2,>= 1,2,8)", "got [3,5,2,8]"});
+  expect_error(
+      [&] {
+        mixlab::block_attention(q, k, torch::randn({2, 6, 2, 8}), 1.0);
+      },
+      {"block_attention: v must have shape", "[2,6,2,8]"});
   expect_error([&] { mixlab::block_attention(q, k.to(torch::kDouble), k, 1.0); },
                "block_attention: k must have the dtype of q");
-  expect_error([&] { mixlab::block_attention(q.reshape({2, 4, 16}), k, k, 1.0); },
-               "block_attention: q must have 4 dimensions");
-  expect_error([&] { mixlab::block_attention(torch::randn({2, 0, 2, 8}), k, k, 1.0); },
-               {"block_attention: q must be (G,Lq,H,D) with Lq > 0", "[2,0,2,8]"});
+  expect_error(
+      [&] {
+        mixlab::block_attention(q.reshape({2, 4, 16}), k, k, 1.0);
+      },
+      "block_attention: q must have 4 dimensions");
+  expect_error(
+      [&] {
+        mixlab::block_attention(torch::randn({2, 0, 2, 8}), k, k, 1.0);
+      },
+      {"block_attention: q must be (G,Lq,H,D) with Lq > 0", "[2,0,2,8]"});
   expect_error([&] { mixlab::block_attention(q, torch::Tensor(), k, 1.0); }, "block_attention: k");
   expect_error([&] { mixlab::block_attention(q.to(torch::kInt), k, k, 1.0); }, "block_attention: q");
 }

@@ -11,8 +11,8 @@
 // Two forms, equal up to rounding (tests/brl/block_attention_test.cpp):
 //   native    one (group, head) at a time on raw rows, forward and backward (the backward
 //             recomputes the probabilities from the rows' log-sum-exps), one build per instruction
-//             set (src/brl/block_attention_kernels.inc); any D. It replaced batched matmuls of (L,D) x (D,m) matrices, which LibTorch runs as one
-//             BLAS call per group and head. First-order gradients only.
+//             set (src/brl/block_attention_kernels.inc); any D. It replaced batched matmuls of (L,D) x (D,m) matrices,
+//             which LibTorch runs as one BLAS call per group and head. First-order gradients only.
 //   composed  LibTorch ops (split heads, matmul, softmax, matmul, merge): everything under
 //             ComposedBlockAttentionGuard; differentiable to any order.
 // Both take float32 and float64 CPU tensors.
