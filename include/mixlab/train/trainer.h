@@ -2,10 +2,10 @@
 //
 // Optimiser: AdamW (beta1/beta2 from the config, 0.9/0.98 by default), weight decay on weight
 // matrices and embeddings (tensors with dim >= 2) only, linear warmup then cosine decay
-// (config_lr_at), gradient-norm clipping at grad_clip; clipping and the update run as one fused
-// pass per tensor on the library optimiser's own state (mixlab/train/fused_adamw.h). Loss: mean
-// cross-entropy over the answer positions of a batch (mask == 1); accuracy = token accuracy over
-// the same positions.
+// (config_lr_at), gradient-norm clipping at grad_clip (LibTorch's clip_grad_norm_ and AdamW step;
+// mixlab/train/fused_adamw.h is a fused form bench_train times, not used here: it rounds
+// differently and saves about 0.1 ms a step). Loss: mean cross-entropy over the answer positions
+// of a batch (mask == 1); accuracy = token accuracy over the same positions.
 //
 // Determinism: the model is initialised after torch::manual_seed(seed); the batch of step s is a
 // pure function of (task, seed, s) (tasks.h). With one intra-op thread, N steps in one run and
