@@ -1,5 +1,6 @@
 // block_attention: the native kernel (src/brl/block_attention_kernels.inc, built as
-// block_attention_kernels_{generic,avx2,avx512}.cpp, each run below through MIXLAB_CPU_ISA)
+// block_attention_kernels_generic.cpp, block_attention_kernels_avx2.cpp and
+// block_attention_kernels_avx512.cpp, each this CPU has run below through IsaScope)
 // against the composed LibTorch form (ComposedBlockAttentionGuard) and the definition written out,
 // in every instruction-set build this CPU runs: forward and the three gradients, float and double,
 // head dims of whole and partial vectors, key counts around the vector widths, strided views of
