@@ -79,7 +79,7 @@ const std::set<std::string>& known_keys() {
       "tokenizer",    "eval_tokens", "eval_stride", "max_len",    "curriculum_phases",
       "elements",     "corpus",      "tokens",      "schedule",   "decay_frac",
       "stop_at",      "data",        "eval_data",   "noise_frac", "noise_vocab",
-      "key_len",      "value_len",   "copy_tokens", "map_seed"};
+      "key_len",      "value_len",   "copy_tokens", "map_seed",   "min_length"};
   return keys;
 }
 
@@ -264,6 +264,7 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   c.task.copy_tokens = read_int(j, "copy_tokens", c.task.copy_tokens, 1, origin);
   c.task.map_seed = read_uint64(j, "map_seed", c.task.map_seed, origin);
   c.task.curriculum = read_bool(j, "curriculum", c.task.curriculum, origin);
+  c.task.min_length = read_int(j, "min_length", c.task.min_length, 0, origin);
   c.task.curriculum_phases =
       read_int(j, "curriculum_phases", c.task.curriculum_phases, 1, origin, kMaxCurriculumPhases);
   c.d_model = read_int(j, "d_model", c.d_model, 1, origin);
@@ -391,6 +392,7 @@ json config_to_json(const TrainConfig& c) {
   // Written only when set, so the config of another task reads as before.
   if (!c.task.data.empty()) j["data"] = c.task.data;
   if (!c.task.eval_data.empty()) j["eval_data"] = c.task.eval_data;
+  if (c.task.min_length != 0) j["min_length"] = c.task.min_length;
   // Task-only keys are written for their task only, so other configs read as before.
   const std::string& t = c.task.name;
   if (t == "mad_noisy_recall") j["noise_frac"] = c.task.noise_frac, j["noise_vocab"] = c.task.noise_vocab;

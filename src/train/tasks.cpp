@@ -131,6 +131,11 @@ void task_validate(const TaskSpec& spec) {
   MIXLAB_CHECK(spec.curriculum_phases >= 1 && spec.curriculum_phases <= kMaxCurriculumPhases,
                "task {}: curriculum_phases must be in [1, {}], got {}", spec.name, kMaxCurriculumPhases,
                spec.curriculum_phases);
+  // min_length shapes the training lengths of the tasks whose rows task_train_batch draws below.
+  const bool drawn_lengths = is_recall_like(spec.name) || spec.name == "copy" || spec.name == "textcopy";
+  MIXLAB_CHECK(spec.min_length == 0 || drawn_lengths,
+               "task {}: min_length applies to copy, recall, multihop and textcopy only, got {}", spec.name,
+               spec.min_length);
   if (spec.name == "s5") return s5_validate(spec);           // mixlab/train/task_s5.h
   if (spec.name == "lm") return lm_validate(spec);           // mixlab/train/task_lm.h
   if (spec.name == "file") return file_task_validate(spec);  // mixlab/train/task_file.h
@@ -143,6 +148,9 @@ void task_validate(const TaskSpec& spec) {
                "task textcopy: vocab must be >= {} (byte tokens), got {}", Corpus::kVocabSize, spec.vocab);
   MIXLAB_CHECK(spec.length >= min_length(spec), "task {}: length must be >= {}, got {}", spec.name, min_length(spec),
                spec.length);
+  MIXLAB_CHECK(spec.min_length == 0 || (spec.min_length >= min_length(spec) && spec.min_length <= spec.length),
+               "task {}: min_length must be 0 (half the length) or in [{}, length = {}], got {}", spec.name,
+               min_length(spec), spec.length, spec.min_length);
   if (is_recall_like(spec.name)) {
     const std::string what = "task " + spec.name;
     mqar_validate(what.c_str(), spec.vocab, spec.length, spec.pairs, spec.hop_prob);
@@ -248,7 +256,8 @@ Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, i
   const int64_t div = int64_t{1} << (task_phase_count(spec) - 1 - task_phase(spec, step, total_steps));
   TaskRng rng(task_seed_mix(seed, 1, static_cast<uint64_t>(step)));
   const int64_t L = std::max(min_length(spec), spec.length / div);
-  const int64_t length = rng.between(std::max(min_length(spec), ceil_half(L)), L);
+  const int64_t shortest = spec.min_length > 0 ? std::min(spec.min_length, L) : ceil_half(L);
+  const int64_t length = rng.between(std::max(min_length(spec), shortest), L);
   int64_t pairs = 0;
   if (is_recall_like(spec.name)) {
     const int64_t P = std::max<int64_t>(1, spec.pairs / div);

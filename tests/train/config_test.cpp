@@ -140,6 +140,12 @@ TEST(TrainConfig, RoundTrip) {
   const TrainConfig two = parse(R"({"task": "recall", "length": 256, "curriculum_phases": 2})");
   EXPECT_EQ(two.task.curriculum_phases, 2);
   EXPECT_EQ(config_from_json(config_to_json(two), "roundtrip").task.curriculum_phases, 2);
+  // min_length is written only when set, so configs without it read as before.
+  EXPECT_FALSE(j.contains("min_length"));
+  const TrainConfig full = parse(R"({"task": "copy", "length": 16, "min_length": 16})");
+  EXPECT_EQ(full.task.min_length, 16);
+  EXPECT_EQ(config_from_json(config_to_json(full), "roundtrip").task.min_length, 16);
+  EXPECT_NE(config_resume_mismatch(parse(R"({"task": "copy"})"), full).find("key 'min_length'"), std::string::npos);
 }
 
 TEST(TrainConfig, ErrorsNameTheKey) {
@@ -159,6 +165,9 @@ TEST(TrainConfig, ErrorsNameTheKey) {
   expect_error_contains([] { parse(R"({"task": "recall", "pairs": 40})"); }, "40 pairs do not fit length 64");
   expect_error_contains([] { parse("[1, 2]"); }, "expected a JSON object");
   expect_error_contains([] { parse(R"({"curriculum_phases": 0})"); }, "key 'curriculum_phases' must be >= 1, got 0");
+  expect_error_contains([] { parse(R"({"min_length": -1})"); }, "key 'min_length' must be >= 0, got -1");
+  expect_error_contains([] { parse(R"({"task": "copy", "min_length": 17})"); }, "min_length must be 0");
+  expect_error_contains([] { parse(R"({"task": "s5", "min_length": 4})"); }, "min_length applies to copy");
   expect_error_contains([] { parse(R"({"curriculum_phases": 9})"); },
                         "key 'curriculum_phases' must be <= 8 (out of range), got 9");
   expect_error_contains([] { parse(R"({"task": "s5", "vocab": 128, "length": 18, "elements": 6})"); },

@@ -176,6 +176,42 @@ TEST(TrainTasks, CurriculumAndDeterminism) {
   EXPECT_FALSE(torch::equal(e.tokens, task_eval_batch(s, 2, 1, 5).tokens));
 }
 
+// min_length moves the shortest training length: min_length = L trains every row at L (copy at one
+// fixed offset), a value between widens or narrows [min_length, L]; 0 keeps [ceil(L/2), L] with the
+// same draws (so runs without the key are unchanged); bad values and other tasks are refused.
+TEST(TrainTasks, MinLengthSetsTheShortestTrainingLength) {
+  TaskSpec s;
+  s.name = "copy", s.vocab = 32, s.length = 16, s.curriculum = false;
+  std::vector<Batch> base;
+  for (int64_t step = 0; step < 40; ++step) base.push_back(task_train_batch(s, 2, step, 40, 7));
+  s.min_length = 8;  // the default range, named: the same batches
+  for (int64_t step = 0; step < 40; ++step)
+    EXPECT_TRUE(torch::equal(base[static_cast<size_t>(step)].tokens, task_train_batch(s, 2, step, 40, 7).tokens));
+  s.min_length = 16;
+  for (int64_t step = 0; step < 40; ++step) EXPECT_EQ(task_train_batch(s, 2, step, 40, 7).length, 16);
+  s.min_length = 2;
+  std::set<int64_t> lengths;
+  for (int64_t step = 0; step < 200; ++step) lengths.insert(task_train_batch(s, 2, step, 200, 7).length);
+  EXPECT_EQ(*lengths.begin(), 2);
+  EXPECT_EQ(*lengths.rbegin(), 16);
+  // With the curriculum a phase shorter than min_length trains at its own length.
+  s.curriculum = true, s.min_length = 16;
+  EXPECT_EQ(task_train_batch(s, 2, 0, 40, 7).length, 2);
+  EXPECT_EQ(task_train_batch(s, 2, 39, 40, 7).length, 16);
+  // Evaluation is always at the full length.
+  EXPECT_EQ(task_eval_batch(s, 2, 0, 7).length, 16);
+  s.min_length = 17;
+  expect_error_contains([&] { task_validate(s); },
+                        "min_length must be 0 (half the length) or in [1, length = 16], got 17");
+  TaskSpec r = recall_spec(64, 64, 8);
+  r.min_length = 4;
+  expect_error_contains([&] { task_validate(r); },
+                        "min_length must be 0 (half the length) or in [5, length = 64], got 4");
+  TaskSpec lm;
+  lm.name = "lm", lm.min_length = 8;
+  expect_error_contains([&] { task_validate(lm); }, "min_length applies to copy, recall, multihop and textcopy only");
+}
+
 // Two held-out splits: the test split is the stream every run has always reported (the one-split
 // call reads it), the validation split other rows of the same distribution (compare --lr, stop_at).
 TEST(TrainTasks, ValidationAndTestSplitsDiffer) {

@@ -34,6 +34,8 @@
 //   hop_prob 0.5         multihop link probability
 //   curriculum true      equal phases growing length and pairs (mixlab/train/tasks.h)
 //   curriculum_phases 4  1..8 phases; phase p of P divides length and pairs by 2^(P-1-p)
+//   min_length 0         copy/recall/multihop/textcopy: training lengths are drawn from
+//                        [min_length, L_p] instead of [ceil(L_p / 2), L_p] (mixlab/train/tasks.h)
 //   elements 5           s5: n of the symmetric group S_n, 2..5 (S5 is the paper's task)
 //   noise_frac 0.2, noise_vocab 16   mad_noisy_recall only: noise slot probability, noise tokens
 //   key_len 3, value_len 3           mad_fuzzy_recall only: longest key / value in tokens

@@ -94,8 +94,10 @@
 // default's first two phases at T = 4c never reach the state (docs/log/results-2026-11.md, T-PSM MQAR
 // across chunks). s5 divides its length range instead (mixlab/train/task_s5.h). Within a phase
 // each batch draws its length uniformly in [ceil(L_p / 2), L_p] and its pair count uniformly in
-// [ceil(P_p / 2), P_p] (clamped so that a query fits). Evaluation batches always use the full
-// length L and pair count P.
+// [ceil(P_p / 2), P_p] (clamped so that a query fits). `min_length` > 0 moves the length range to
+// [min(min_length, L_p), L_p] (min_length = L: every training row at the full length; on copy
+// that is one fixed offset, which even local attention routes: docs/log/results-2026-11.md, "The
+// copy tier at one length"). Evaluation batches always use the full length L and pair count P.
 //
 // Not supported: variable lengths inside one batch (rows share T so no compute is spent on
 // padding), tasks other than those in task_names().
@@ -123,6 +125,7 @@ struct TaskSpec {
   int64_t pairs = 8;                // recall/multihop: most key–value pairs P (ignored by copy)
   double hop_prob = 0.5;            // multihop: probability that a value is a link to an earlier key
   bool curriculum = true;           // curriculum_phases equal phases growing length and pairs
+  int64_t min_length = 0;           // copy/recall/multihop/textcopy: shortest training length (0 = half of it)
   int64_t curriculum_phases = 4;    // P, 1..8: phase p trains at length and pairs / 2^(P-1-p)
   int64_t elements = 5;             // s5: n of the symmetric group S_n, 2..5 (mixlab/train/task_s5.h)
   std::string tokenizer = "bytes";  // lm: bytes | gpt2 | ids (task_lm.h: how vocab follows it)
