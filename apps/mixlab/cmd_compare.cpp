@@ -105,7 +105,7 @@ void run_compare(const CompareArgs& a) {
   }
   // One rate is no sweep: it overrides the preset's like --set lr=X.
   if (o.lrs.size() == 1) o.overrides["lr"] = o.lrs.front(), o.lrs.clear();
-  o.sweep_lengths = compare_preset_sweeps(a.preset, o.tasks);
+  o.sweep_lengths = compare_preset_sweeps(a.preset, o.tasks, o.overrides);
   for (const auto& item : a.sweeps) {
     const auto eq = item.find('=');
     MIXLAB_CHECK(eq != std::string::npos && eq > 0,

@@ -214,8 +214,17 @@ std::vector<std::string> compare_preset_mixers(const std::string& preset) {
 }
 
 std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(const std::string& preset,
-                                                                  const std::vector<std::string>& tasks) {
+                                                                  const std::vector<std::string>& tasks,
+                                                                  const json& overrides) {
   std::map<std::string, std::vector<int64_t>> out;
+  if ((preset == "default" || preset == "table1") &&
+      std::find(tasks.begin(), tasks.end(), "copy") != tasks.end()) {
+    // Copy: every length it trains on. The table scores the longest, the hardest; the sweep shows
+    // the rest (docs/log/results-2026-11.md, "The copy tier at one length, and by length").
+    const TaskSpec t = compare_config(preset, "copy", "attention", overrides).task;
+    const int64_t shortest = t.min_length > 0 ? t.min_length : (t.length + 1) / 2;
+    for (int64_t L = shortest; L <= t.length; ++L) out["copy"].push_back(L);
+  }
   if (preset != "psm") return out;
   for (const auto& t : tasks) {
     // s5: Fig. 3's lengths 1..180 (trained on 4..18); recall: in-distribution lengths (Fig. 4).

@@ -174,7 +174,13 @@ TEST(TrainConfig, PsmPresetSweepsItsTasks) {
   const auto sweeps = compare_preset_sweeps("psm", {"s5", "recall"});
   EXPECT_EQ(sweeps.at("s5").back(), 180);
   EXPECT_EQ(sweeps.at("recall").back(), 256);
-  EXPECT_TRUE(compare_preset_sweeps("default", {"copy"}).empty());
+  EXPECT_TRUE(compare_preset_sweeps("default", {"recall"}).empty());
+  // default and table1 sweep copy over the lengths it trains on: [L/2, L], or [min_length, L].
+  const std::vector<int64_t> trained = {8, 9, 10, 11, 12, 13, 14, 15, 16};
+  EXPECT_EQ(compare_preset_sweeps("default", {"copy", "recall"}).at("copy"), trained);
+  EXPECT_EQ(compare_preset_sweeps("table1", {"copy"}).at("copy"), trained);
+  EXPECT_EQ(compare_preset_sweeps("default", {"copy"}, json{{"length", 24}, {"min_length", 20}}).at("copy"),
+            (std::vector<int64_t>{20, 21, 22, 23, 24}));
   expect_error_contains([] { compare_config("psm", "copy", "attention", json::object()); },
                         {"preset psm", "s5 and recall", "'copy'"});
 }

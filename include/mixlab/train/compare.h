@@ -89,9 +89,11 @@ std::vector<std::string> compare_preset_tasks(const std::string& preset);
 /// The mixers of `--mixers all`: preset mad one spec per registered family (attention, local:8,
 /// ssm, resolvent:pow2, each affine member, toeplitz, tpsm, brl), else compare_default_mixers().
 std::vector<std::string> compare_preset_mixers(const std::string& preset);
-/// The length sweeps a preset runs by default for these tasks (psm: s5 and recall; others none).
+/// The length sweeps a preset runs by default for these tasks, under `overrides` (--set): psm s5
+/// and recall; default and table1 copy over the lengths it trains on ([min_length or ceil(L/2), L]).
 std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(const std::string& preset,
-                                                                  const std::vector<std::string>& tasks);
+                                                                  const std::vector<std::string>& tasks,
+                                                                  const nlohmann::json& overrides = nlohmann::json::object());
 /// The config of one run: `preset` for `task` and `mixer`, then `overrides` (key -> JSON value).
 TrainConfig compare_config(const std::string& preset, const std::string& task, const std::string& mixer,
                            const nlohmann::json& overrides);
