@@ -217,8 +217,7 @@ std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(const std::str
                                                                   const std::vector<std::string>& tasks,
                                                                   const json& overrides) {
   std::map<std::string, std::vector<int64_t>> out;
-  if ((preset == "default" || preset == "table1") &&
-      std::find(tasks.begin(), tasks.end(), "copy") != tasks.end()) {
+  if ((preset == "default" || preset == "table1") && std::find(tasks.begin(), tasks.end(), "copy") != tasks.end()) {
     // Copy: every length it trains on. The table scores the longest, the hardest; the sweep shows
     // the rest (docs/log/results-2026-11.md, "The copy tier at one length, and by length").
     const TaskSpec t = compare_config(preset, "copy", "attention", overrides).task;

@@ -91,9 +91,9 @@ std::vector<std::string> compare_preset_tasks(const std::string& preset);
 std::vector<std::string> compare_preset_mixers(const std::string& preset);
 /// The length sweeps a preset runs by default for these tasks, under `overrides` (--set): psm s5
 /// and recall; default and table1 copy over the lengths it trains on ([min_length or ceil(L/2), L]).
-std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(const std::string& preset,
-                                                                  const std::vector<std::string>& tasks,
-                                                                  const nlohmann::json& overrides = nlohmann::json::object());
+std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(
+    const std::string& preset, const std::vector<std::string>& tasks,
+    const nlohmann::json& overrides = nlohmann::json::object());
 /// The config of one run: `preset` for `task` and `mixer`, then `overrides` (key -> JSON value).
 TrainConfig compare_config(const std::string& preset, const std::string& task, const std::string& mixer,
                            const nlohmann::json& overrides);
