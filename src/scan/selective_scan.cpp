@@ -63,8 +63,18 @@ constexpr int64_t kChannelBlock = 16;
 // the backward recomputes one chunk at a time.
 constexpr int64_t kScanChunk = 64;
 // Channels per backward work item: 2·kScanChunk·N·kBackwardChannels values of recomputed states
-// (256 KiB in float32 at N = 16) stay in L2 while t walks down the chunk.
-constexpr int64_t kBackwardChannels = 32;
+// (512 KiB in float32 at N = 16, within this CPU's 1 MiB L2) stay in L2 while t walks down the
+// chunk. 64 against 32: fwd+bwd 1.05-1.33x (fewer sums across lanes per (t, n); chunks of 32
+// steps were no faster; docs/log/benchmarks-2026-11.md, "The selective scan's backward blocks").
+constexpr int64_t kBackwardChannels = 64;
+
+// The backward's block width: kBackwardChannels, narrower while a short batch (B = 1) would leave
+// threads without a block.
+int64_t backward_width(const ScanDims& s) {
+  int64_t w = std::min(s.C, kBackwardChannels);
+  while (w > kChannelBlock && s.B * ((s.C + w - 1) / w) < at::get_num_threads()) w = (w + 1) / 2;
+  return w;
+}
 
 // Checkpoints kept per row: the state entering chunks 1 .. chunks−1 (slot 0 is unused: chunk 0
 // starts from h0).
@@ -320,7 +330,7 @@ class SelectiveScanFunction : public torch::autograd::Function<SelectiveScanFunc
     auto gy = grads[0].contiguous();
     // Work items are (row, block of channels). Blocks of one row own disjoint channels of du, dΔ,
     // da and dd; their shares of db and dc (sums over channels) go to one slice each, summed below.
-    const int64_t width = std::min(s.C, kBackwardChannels), blocks = (s.C + width - 1) / width;
+    const int64_t width = backward_width(s), blocks = (s.C + width - 1) / width;
     auto du = torch::empty_like(u), ddl = torch::empty_like(dl);
     auto db_parts = torch::zeros({s.B, blocks, s.T, s.N}, u.options()), dc_parts = torch::zeros_like(db_parts);
     auto da_rows = torch::zeros({s.B, s.N, s.C}, u.options()), dd_rows = torch::zeros({s.B, s.C}, u.options());

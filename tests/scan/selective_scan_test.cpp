@@ -44,10 +44,17 @@ TEST(SelectiveScan, ForwardAndBackwardEqualTheReference) {
   torch::manual_seed(0);
   for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
     const double tol = dtype == torch::kFloat32 ? 2e-5 : 1e-11;
-    // The backward recomputes chunks of 64 steps for blocks of 32 channels: T = 64, 65 and 150
-    // cross one and two checkpoints (the last chunk short), C = 70 gives three blocks, the last short.
-    for (auto [B, T, C, N] : std::vector<std::array<int64_t, 4>>{
-             {1, 1, 1, 1}, {2, 7, 5, 3}, {3, 33, 20, 16}, {1, 64, 33, 4}, {2, 65, 32, 2}, {1, 150, 70, 3}}) {
+    // The backward recomputes chunks of 64 steps for blocks of 64 channels (narrower at B = 1 with
+    // 2 threads): T = 64, 65 and 150 cross one and two checkpoints (the last chunk short); C = 70
+    // and 150 give two and three blocks, the last short; C = 64 at B = 1 splits in two on 2 threads.
+    for (auto [B, T, C, N] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1},
+                                                                 {2, 7, 5, 3},
+                                                                 {3, 33, 20, 16},
+                                                                 {1, 64, 33, 4},
+                                                                 {2, 65, 32, 2},
+                                                                 {1, 150, 70, 3},
+                                                                 {1, 70, 64, 4},
+                                                                 {2, 66, 150, 2}}) {
       auto in = random_inputs(B, T, C, N, dtype, true);
       auto y = fused(in.list());
       auto y_ref = plain(in.list());
