@@ -12,8 +12,8 @@
 // (selective_scan_reference, and the ssm mixer before it) builds exp(Δa) and Δb as (B,T,C,N)
 // tensors and runs them through the order:1 resolvent op. Under autograd the forward also keeps
 // the state entering every chunk of 64 steps (B·T/64·N·C values, a quarter of u at N = 16), and
-// the backward recomputes one chunk at a time (its states and decays stay in L2) for blocks of 32
-// channels, walking t down; the blocks run in parallel over B·C/32 (at::parallel_for). The
+// the backward recomputes one chunk at a time (its states and decays stay in L2) for blocks of 64
+// channels (narrower at a short batch), walking t down; the blocks run in parallel (at::parallel_for). The
 // gradients of b and c (sums over channels) go to one slice per block, summed after, so no two
 // threads write one element.
 //
