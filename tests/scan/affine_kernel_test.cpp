@@ -306,6 +306,19 @@ TEST(AffineKernels, BadInputs) {
                "g (log decay, decay = exp(g) in (0,1]) must lie in");
   expect_error([&] { diag_decay_recurrent(in.q, in.k, in.v, in.gate * NAN); },
                "g (log decay, decay = exp(g) in (0,1]) must be finite");
+  // A scalar gate expanded over Dk (stride 0) is checked on one slice: a bad token still fails,
+  // a good expanded gate passes.
+  auto scalar = -torch::rand({2, 2, 9, 1}, torch::kFloat64);
+  EXPECT_NO_THROW(diag_decay_chunked(in.q, in.k, in.v, scalar.expand({2, 2, 9, 4})));
+  auto bad = scalar.clone();
+  bad[1][0][7][0] = 0.25;
+  expect_error(
+      [&] {
+        diag_decay_chunked(in.q, in.k, in.v, bad.expand({2, 2, 9, 4}));
+      },
+      "must lie in [-1e+30, 0], got values in [");
+  bad[1][0][7][0] = INFINITY * -1.0;
+  expect_error([&] { diag_decay_chunked(in.q, in.k, in.v, bad.expand({2, 2, 9, 4})); }, "must be finite");
   expect_error([&] { diag_decay_chunked(in.q, in.k, in.v, in.gate, {}, 3); }, "chunk must be a power of two");
   expect_error(
       [&] {
