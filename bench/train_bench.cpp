@@ -74,18 +74,8 @@ int main(int argc, char** argv) {
   // The phases, on a model and optimiser built as the trainer builds them.
   mixlab::Trainer phases_trainer(config);
   auto& model = phases_trainer.model();
-  std::vector<torch::Tensor> decay, no_decay;
-  for (auto& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  auto opts = torch::optim::AdamWOptions(config.lr)
-                  .betas(std::make_tuple(config.beta1, config.beta2))
-                  .eps(1e-8)
-                  .weight_decay(config.weight_decay);
-  auto opts_nd = opts;
-  opts_nd.weight_decay(0.0);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(opts_nd));
-  torch::optim::AdamW optimizer(std::move(groups), opts);
+  const auto optimizer_owner = mixlab::make_adamw(config, model.parameters());
+  torch::optim::AdamW& optimizer = *optimizer_owner;
   const std::vector<torch::Tensor> params = model.parameters();
 
   std::map<std::string, std::vector<double>> t;

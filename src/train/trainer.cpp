@@ -119,6 +119,22 @@ BatchScore batch_score(const torch::Tensor& logits, const Batch& batch, double l
   return s;
 }
 
+std::unique_ptr<torch::optim::AdamW> make_adamw(const TrainConfig& config, const std::vector<torch::Tensor>& params) {
+  // Weight decay only on matrices (dim >= 2): biases, norms and gates are not decayed.
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto opts = torch::optim::AdamWOptions(config.lr)
+                  .betas(std::make_tuple(config.beta1, config.beta2))
+                  .eps(1e-8)
+                  .weight_decay(config.weight_decay);
+  auto opts_nd = opts;
+  opts_nd.weight_decay(0.0);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
+  if (!no_decay.empty()) groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(opts_nd));
+  return std::make_unique<torch::optim::AdamW>(std::move(groups), opts);
+}
+
 Trainer::Trainer(TrainConfig config, MixerFactory factory) : config_(std::move(config)) {
   config_validate(config_, "(in code)");
   // Refuse before LibTorch allocates: an absurd config must be an error, not an OOM kill.
@@ -126,20 +142,7 @@ Trainer::Trainer(TrainConfig config, MixerFactory factory) : config_(std::move(c
   factory_ = factory ? std::move(factory) : mixer_factory_from_spec(config_.mixer, config_.layers);
   torch::manual_seed(config_.seed);
   model_ = std::make_shared<DecoderModel>(model_dims_for(config_), factory_);
-
-  // Weight decay only on matrices (dim >= 2): biases, norms and gates are not decayed.
-  std::vector<torch::Tensor> decay, no_decay;
-  for (auto& p : model_->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  auto opts = torch::optim::AdamWOptions(config_.lr)
-                  .betas(std::make_tuple(config_.beta1, config_.beta2))
-                  .eps(1e-8)
-                  .weight_decay(config_.weight_decay);
-  auto opts_nd = opts;
-  opts_nd.weight_decay(0.0);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
-  if (!no_decay.empty()) groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(opts_nd));
-  optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), opts);
+  optimizer_ = make_adamw(config_, model_->parameters());
 }
 
 Trainer::~Trainer() = default;

@@ -91,6 +91,31 @@ TEST(TrainTrainer, AttentionLearnsCopy) {
   EXPECT_GT(r.tokens_per_s, 0);
 }
 
+// make_adamw, the one place the trainer (and bench_train) build the optimiser: weight decay on
+// matrices only, in two groups with the config's rate and betas.
+TEST(TrainTrainer, OptimiserDecaysMatricesOnly) {
+  TrainConfig c;
+  c.lr = 2e-3, c.beta1 = 0.8, c.beta2 = 0.9, c.weight_decay = 0.25;
+  const std::vector<torch::Tensor> params = {torch::zeros({3, 4}), torch::zeros({4}), torch::zeros({2, 2, 2}),
+                                             torch::zeros({1})};
+  const auto opt = make_adamw(c, params);
+  ASSERT_EQ(opt->param_groups().size(), 2u);
+  const auto& decay = opt->param_groups()[0];
+  const auto& none = opt->param_groups()[1];
+  ASSERT_EQ(decay.params().size(), 2u);
+  EXPECT_TRUE(decay.params()[0].is_same(params[0]));
+  EXPECT_TRUE(decay.params()[1].is_same(params[2]));
+  ASSERT_EQ(none.params().size(), 2u);
+  const auto& o = static_cast<const torch::optim::AdamWOptions&>(decay.options());
+  EXPECT_EQ(o.lr(), 2e-3);
+  EXPECT_EQ(std::get<0>(o.betas()), 0.8);
+  EXPECT_EQ(std::get<1>(o.betas()), 0.9);
+  EXPECT_EQ(o.weight_decay(), 0.25);
+  EXPECT_EQ(static_cast<const torch::optim::AdamWOptions&>(none.options()).weight_decay(), 0.0);
+  // Only matrices: one group.
+  EXPECT_EQ(make_adamw(c, {torch::zeros({2, 2})})->param_groups().size(), 1u);
+}
+
 TEST(TrainTrainer, ScoreCountsAnswers) {
   TaskSpec s;
   s.vocab = 8;

@@ -100,6 +100,10 @@ struct BatchScore {
 /// (data parallel: the answer positions of the global batch, of which `batch` is a row slice).
 BatchScore batch_score(const torch::Tensor& logits, const Batch& batch, double loss_normalizer = 0);
 
+/// The trainer's optimiser for `params` under `config`: AdamW (lr, beta1, beta2, eps 1e-8) with
+/// weight_decay on matrices (dim >= 2) and none on biases, norms and gates (a second group).
+std::unique_ptr<torch::optim::AdamW> make_adamw(const TrainConfig& config, const std::vector<torch::Tensor>& params);
+
 /// Rows [begin, begin + count) of every tensor of a batch (a rank's share of the global batch).
 Batch batch_rows(const Batch& batch, int64_t begin, int64_t count);
 
