@@ -69,6 +69,22 @@ int exit_code(int status) {
   return 1;
 }
 
+// Whether a socket already listens on 127.0.0.1:port (or on every address, which covers it).
+// SO_REUSEADDR, as the rendezvous store binds, so a connection in TIME_WAIT does not count.
+bool local_port_listened_on(int64_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;  // cannot tell: the store reports it if so
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool in_use = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno == EADDRINUSE;
+  ::close(fd);
+  return in_use;
+}
+
 }  // namespace
 
 int64_t free_local_port() {
@@ -92,6 +108,12 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
   MIXLAB_CHECK(o.master_port >= 0 && o.master_port <= 65535, "--master-port must lie in [1, 65535], got {}",
                o.master_port);
   const int64_t port = o.master_port > 0 ? o.master_port : free_local_port();
+  // A taken port is refused here, before any worker starts: otherwise a worker may reach whatever
+  // listens there and fail with a message about that server instead of about the port.
+  MIXLAB_CHECK(!(o.master_port > 0 && local_port_listened_on(port)),
+               "--master-port {}: the port is already in use on 127.0.0.1; choose another port (or leave "
+               "--master-port out for a free one)",
+               port);
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
   MIXLAB_CHECK_IO(n > 0, "--nproc: cannot find this executable (/proc/self/exe): {}", std::strerror(errno));

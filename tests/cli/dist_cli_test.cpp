@@ -367,9 +367,10 @@ TEST(DistCli, PortInUseIsAClearError) {
   const int64_t port_number = mixlab::free_local_port();
   const std::string port = std::to_string(port_number);
   // A lone rank 0 of a 4-process launch holds the port: it waits for ranks that never all come.
-  // (With a 2-process holder the launch's own rank 1 could join it, train the two steps with it
-  // and free the port before the launch's rank 0 tried it: a flaky test.) The launch starts once
-  // the holder listens (state 0A in /proc/net/tcp*: a loaded machine may take seconds to start it).
+  // The launch starts once the holder listens (state 0A in /proc/net/tcp*: a loaded machine may
+  // take seconds to start it), and its launcher refuses the port before starting a worker. (When
+  // the workers found out, the launch's rank 1 could reach the holder first and fail on its
+  // different WORLD_SIZE, a message without the port: this test failed that way in CI.)
   std::ofstream(dir + "/run.sh") << "WORLD_SIZE=4 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port << " " << kBinary
                                  << " --threads 1 train " << kTiny << " --steps 2 --dist-timeout 20 --out " << dir
                                  << "/holder > /dev/null 2>&1 &\nH=$!\n"
