@@ -5,6 +5,7 @@
 
 #include "mixlab/core/error.h"
 #include "mixlab/train/compare.h"
+#include "mixlab/train/tasks.h"
 #include "mixlab/train/trainer.h"
 
 namespace mixlab {
@@ -221,8 +222,7 @@ std::map<std::string, std::vector<int64_t>> compare_preset_sweeps(const std::str
     // Copy: every length it trains on. The table scores the longest, the hardest; the sweep shows
     // the rest (docs/log/results-2026-11.md, "The copy tier at one length, and by length").
     const TaskSpec t = compare_config(preset, "copy", "attention", overrides).task;
-    const int64_t shortest = t.min_length > 0 ? t.min_length : (t.length + 1) / 2;
-    for (int64_t L = shortest; L <= t.length; ++L) out["copy"].push_back(L);
+    for (int64_t L = task_shortest_train_length(t, t.length); L <= t.length; ++L) out["copy"].push_back(L);
   }
   if (preset != "psm") return out;
   for (const auto& t : tasks) {

@@ -246,6 +246,11 @@ int task_phase(const TaskSpec& spec, int64_t step, int64_t total_steps) {
   return static_cast<int>(std::min<int64_t>(phases - 1, std::max<int64_t>(0, step) * phases / total_steps));
 }
 
+int64_t task_shortest_train_length(const TaskSpec& spec, int64_t phase_length) {
+  const int64_t shortest = spec.min_length > 0 ? std::min(spec.min_length, phase_length) : ceil_half(phase_length);
+  return std::max(min_length(spec), shortest);
+}
+
 Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, int64_t total_steps, uint64_t seed) {
   if (spec.name == "s5") return s5_train_batch(spec, batch_size, step, total_steps, seed);
   if (spec.name == "lm") return lm_batch(spec, batch_size, step, seed);
@@ -256,8 +261,7 @@ Batch task_train_batch(const TaskSpec& spec, int64_t batch_size, int64_t step, i
   const int64_t div = int64_t{1} << (task_phase_count(spec) - 1 - task_phase(spec, step, total_steps));
   TaskRng rng(task_seed_mix(seed, 1, static_cast<uint64_t>(step)));
   const int64_t L = std::max(min_length(spec), spec.length / div);
-  const int64_t shortest = spec.min_length > 0 ? std::min(spec.min_length, L) : ceil_half(L);
-  const int64_t length = rng.between(std::max(min_length(spec), shortest), L);
+  const int64_t length = rng.between(task_shortest_train_length(spec, L), L);
   int64_t pairs = 0;
   if (is_recall_like(spec.name)) {
     const int64_t P = std::max<int64_t>(1, spec.pairs / div);

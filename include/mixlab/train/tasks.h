@@ -201,6 +201,11 @@ int task_phase_count(const TaskSpec& spec);
 /// phases, and the last phase trains at the full length and pair count.
 int task_phase(const TaskSpec& spec, int64_t step, int64_t total_steps);
 
+/// The shortest length a copy/recall/multihop/textcopy training batch draws at phase length
+/// `phase_length` (lengths are uniform in [this, phase_length]): min(min_length, phase_length)
+/// when min_length is set, else ceil(phase_length / 2); never below the task's minimum.
+int64_t task_shortest_train_length(const TaskSpec& spec, int64_t phase_length);
+
 /// Deterministic 64-bit mixing of a seed with a stream and an index (splitmix64 based).
 uint64_t task_seed_mix(uint64_t seed, uint64_t stream, uint64_t index);
 
