@@ -1,7 +1,7 @@
 // The fused affine kernels (affine_fused.h): contiguous inputs, one work item per (batch, head)
 // over at::parallel_for, each running the raw loops of affine_fused_kernels.inc built for the
 // instruction set mixlab/core/cpu_isa.h picks (once per call, before the parallel region); the autograd
-// functions that pair the checkpointed forward with the fused backward.
+// functions that pair the forward with the fused backward.
 #include "affine_fused.h"
 
 #include <ATen/Parallel.h>
@@ -57,61 +57,19 @@ bool needs_no_gradient(std::initializer_list<const at::Tensor*> inputs) {
   return true;
 }
 
-// Tokens per checkpoint of the delta rule's training forward: its backward recomputes a chunk's
-// C + 1 states from the state saved before it, kBackwardRowBlock rows of S^T at a time. (The
-// diagonal decay's backward needs only the initial state.)
-constexpr int64_t kCheckpointTokens = 32;
-
-// Tokens [t0, t0 + len) of a (batch, head)'s rows: the same state, the inputs moved on.
-template <typename E>
-affine_fused::DiagDecayRows<E> tokens(affine_fused::DiagDecayRows<E> r, int64_t t0, int64_t len) {
-  r.q += t0 * r.Dk;
-  r.k += t0 * r.Dk;
-  r.v += t0 * r.Dv;
-  r.a += t0 * (r.scalar_gate ? 1 : r.Dk);
-  r.out += t0 * r.Dv;
-  r.T = len;
-  return r;
-}
-template <typename E>
-affine_fused::DeltaRuleRows<E> tokens(affine_fused::DeltaRuleRows<E> r, int64_t t0, int64_t len) {
-  r.q += t0 * r.Dk;
-  r.k += t0 * r.Dk;
-  r.v += t0 * r.Dv;
-  r.beta += t0;
-  if (r.alpha) r.alpha += t0;
-  r.out += t0 * r.Dv;
-  r.T = len;
-  return r;
-}
-
-// Runs `kernel` over the rows of one (batch, head); with `ckpt` non-null, in pieces of
-// kCheckpointTokens, saving the state before each piece (ckpt: ceil(T/C) states of Dk Dv).
-template <typename Rows, typename E>
-void run_rows(void (*kernel)(const Rows&), const Rows& rows, E* ckpt) {
-  if (!ckpt) return kernel(rows);
-  const int64_t C = kCheckpointTokens, size = rows.Dk * rows.Dv;
-  for (int64_t t0 = 0; t0 < rows.T; t0 += C, ckpt += size) {
-    std::copy(rows.state, rows.state + size, ckpt);
-    kernel(tokens(rows, t0, std::min(C, rows.T - t0)));
-  }
-}
-
 // The forward over contiguous q, k, v and decay factors a ((B,H,T) with scalar_gate, else
-// (B,H,T,Dk)); with `ckpt` defined ((B,H,ceil(T/C),Dk,Dv)) it saves the state before every chunk.
+// (B,H,T,Dk)).
 std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
                                                    const at::Tensor& v, const at::Tensor& a, bool scalar_gate,
-                                                   const at::Tensor& s0, at::Tensor* ckpt) {
+                                                   const at::Tensor& s0) {
   auto [out, state] = outputs(d, q, s0);
-  const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv, C = kCheckpointTokens, chunks = (T + C - 1) / C;
-  if (ckpt) *ckpt = torch::empty({d.B, d.H, chunks, Dk, Dv}, q.options());
+  const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv;
   const int64_t a_row = scalar_gate ? 1 : Dk;
   const Isa chosen = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "diag_decay_fused", [&] {
     const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>(),
                    *ap = a.data_ptr<scalar_t>();
     scalar_t *op = out.data_ptr<scalar_t>(), *sp = state.data_ptr<scalar_t>();
-    scalar_t* cp = ckpt ? ckpt->data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
       for (int64_t bh = begin; bh < end; ++bh) {
         affine_fused::DiagDecayRows<scalar_t> rows{qp + bh * T * Dk,
@@ -124,7 +82,7 @@ std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at
                                                    T,
                                                    Dk,
                                                    Dv};
-        run_rows(kernels_for<scalar_t>(chosen).diag, rows, cp ? cp + bh * chunks * Dk * Dv : nullptr);
+        kernels_for<scalar_t>(chosen).diag(rows);
       }
     });
   });
@@ -147,7 +105,7 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
     auto a = g.exp().contiguous();
     // The backward needs only S_{-1} (affine_fused_kernels.h): no checkpoints.
     const at::Tensor init = s0.numel() > 0 ? s0.contiguous() : at::Tensor();
-    auto [out, state] = diag_forward_raw(d, qc, kc, vc, a, scalar_gate, init, /*ckpt=*/nullptr);
+    auto [out, state] = diag_forward_raw(d, qc, kc, vc, a, scalar_gate, init);
     ctx->save_for_backward({qc, kc, vc, a, init.defined() ? init : torch::empty({0}, q.options())});
     ctx->saved_data["has_s0"] = s0.numel() > 0;
     return {out, state};
@@ -190,38 +148,30 @@ AffineResult diag_decay_no_grad(const AffineDims& d, const at::Tensor& q, const 
                                 const at::Tensor& g, const at::Tensor& s0) {
   at::NoGradGuard no_grad;
   const auto a = g.exp().contiguous();  // ATen's vectorised exp
-  auto [out, state] =
-      diag_forward_raw(d, q.contiguous(), k.contiguous(), v.contiguous(), a, g.dim() == 3, s0, /*ckpt=*/nullptr);
+  auto [out, state] = diag_forward_raw(d, q.contiguous(), k.contiguous(), v.contiguous(), a, g.dim() == 3, s0);
   return {out, state};
 }
 
 // Kernel 2's forward over contiguous q, k, v, beta and alpha = exp(log_alpha) (undefined for
-// DeltaNet); with `ckpt` it saves the state before every chunk, as diag_forward_raw.
+// DeltaNet); with `errors` it also writes each token's e_t = v_t - alpha_t S_{t-1}^T k_t (B,H,T,Dv)
+// there, which is all the backward needs besides the inputs and S_{-1}.
 std::pair<at::Tensor, at::Tensor> delta_forward_raw(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
                                                     const at::Tensor& v, const at::Tensor& beta,
-                                                    const at::Tensor& alpha, const at::Tensor& s0, at::Tensor* ckpt) {
+                                                    const at::Tensor& alpha, const at::Tensor& s0, at::Tensor* errors) {
   auto [out, state] = outputs(d, q, s0);
-  const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv, C = kCheckpointTokens, chunks = (T + C - 1) / C;
-  if (ckpt) *ckpt = torch::empty({d.B, d.H, chunks, Dk, Dv}, q.options());
+  const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv;
+  if (errors) *errors = torch::empty({d.B, d.H, T, Dv}, q.options());
   const Isa chosen = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_rule_fused", [&] {
     const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>(),
                    *bp = beta.data_ptr<scalar_t>(), *alp = alpha.defined() ? alpha.data_ptr<scalar_t>() : nullptr;
     scalar_t *op = out.data_ptr<scalar_t>(), *sp = state.data_ptr<scalar_t>();
-    scalar_t* cp = ckpt ? ckpt->data_ptr<scalar_t>() : nullptr;
+    scalar_t* ep = errors ? errors->data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
       for (int64_t bh = begin; bh < end; ++bh) {
-        affine_fused::DeltaRuleRows<scalar_t> rows{qp + bh * T * Dk,
-                                                   kp + bh * T * Dk,
-                                                   vp + bh * T * Dv,
-                                                   bp + bh * T,
-                                                   alp ? alp + bh * T : nullptr,
-                                                   op + bh * T * Dv,
-                                                   sp + bh * Dk * Dv,
-                                                   T,
-                                                   Dk,
-                                                   Dv};
-        run_rows(kernels_for<scalar_t>(chosen).delta, rows, cp ? cp + bh * chunks * Dk * Dv : nullptr);
+        kernels_for<scalar_t>(chosen).delta(affine_fused::DeltaRuleRows<scalar_t>{
+            qp + bh * T * Dk, kp + bh * T * Dk, vp + bh * T * Dv, bp + bh * T, alp ? alp + bh * T : nullptr,
+            op + bh * T * Dv, ep ? ep + bh * T * Dv : nullptr, sp + bh * Dk * Dv, T, Dk, Dv});
       }
     });
   });
@@ -237,9 +187,11 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
     auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), bc = beta.contiguous();
     const bool gated = log_alpha.numel() > 0;  // an empty tensor stands for DeltaNet (no decay)
     auto alpha = gated ? log_alpha.exp().contiguous() : at::Tensor();
-    at::Tensor ckpt;
-    auto [out, state] = delta_forward_raw(d, qc, kc, vc, bc, alpha, s0.numel() > 0 ? s0 : at::Tensor(), &ckpt);
-    ctx->save_for_backward({qc, kc, vc, bc, gated ? alpha : torch::empty({0}, q.options()), ckpt});
+    const at::Tensor init = s0.numel() > 0 ? s0.contiguous() : at::Tensor();
+    at::Tensor errors;
+    auto [out, state] = delta_forward_raw(d, qc, kc, vc, bc, alpha, init, &errors);
+    const auto none = torch::empty({0}, q.options());
+    ctx->save_for_backward({qc, kc, vc, bc, gated ? alpha : none, init.defined() ? init : none, errors, out, state});
     ctx->saved_data["has_s0"] = s0.numel() > 0;
     ctx->saved_data["gated"] = gated;
     return {out, state};
@@ -250,10 +202,10 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
                  "delta_rule (fused): double backward (create_graph=true) is not supported by the fused kernel; "
                  "run the call under mixlab::ComposedAffineGuard");
     auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &beta = saved[3], &alpha = saved[4], &ckpt = saved[5];
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &beta = saved[3], &alpha = saved[4], &init = saved[5],
+               &errors = saved[6], &out = saved[7], &state = saved[8];
     const bool has_s0 = ctx->saved_data["has_s0"].toBool(), gated = ctx->saved_data["gated"].toBool();
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Dk = q.size(3), Dv = v.size(3);
-    const int64_t C = kCheckpointTokens, chunks = ckpt.size(2);
     auto grad_out = grads[0].defined() ? grads[0].contiguous() : torch::zeros({B, H, T, Dv}, q.options());
     auto grad_state = grads[1].defined() ? grads[1].contiguous().clone() : torch::zeros({B, H, Dk, Dv}, q.options());
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v),
@@ -263,17 +215,18 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_rule_fused_backward", [&] {
       using E = scalar_t;
       at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-        std::vector<E> states(static_cast<size_t>((C + 1) * affine_fused::kBackwardRowBlock * Dk)),
-            w(static_cast<size_t>(C * affine_fused::kBackwardRowBlock)), dstate(static_cast<size_t>(Dk * Dv)),
-            lanes(static_cast<size_t>(Dk));
+        std::vector<E> scratch(static_cast<size_t>(Dk * Dv));
         for (int64_t bh = begin; bh < end; ++bh) {
           kernels_for<E>(chosen).delta_backward(
               affine_fused::DeltaRuleGradRows<E>{q.data_ptr<E>() + bh * T * Dk,
                                                  k.data_ptr<E>() + bh * T * Dk,
                                                  v.data_ptr<E>() + bh * T * Dv,
+                                                 errors.data_ptr<E>() + bh * T * Dv,
                                                  beta.data_ptr<E>() + bh * T,
                                                  gated ? alpha.data_ptr<E>() + bh * T : nullptr,
-                                                 ckpt.data_ptr<E>() + bh * chunks * Dk * Dv,
+                                                 out.data_ptr<E>() + bh * T * Dv,
+                                                 has_s0 ? init.data_ptr<E>() + bh * Dk * Dv : nullptr,
+                                                 state.data_ptr<E>() + bh * Dk * Dv,
                                                  grad_out.data_ptr<E>() + bh * T * Dv,
                                                  grad_state.data_ptr<E>() + bh * Dk * Dv,
                                                  dq.data_ptr<E>() + bh * T * Dk,
@@ -281,14 +234,10 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
                                                  dv.data_ptr<E>() + bh * T * Dv,
                                                  dbeta.data_ptr<E>() + bh * T,
                                                  gated ? dlog_alpha.data_ptr<E>() + bh * T : nullptr,
-                                                 states.data(),
-                                                 w.data(),
-                                                 dstate.data(),
-                                                 lanes.data(),
+                                                 scratch.data(),
                                                  T,
                                                  Dk,
-                                                 Dv,
-                                                 C});
+                                                 Dv});
         }
       });
     });
@@ -301,7 +250,7 @@ AffineResult delta_rule_no_grad(const AffineDims& d, const at::Tensor& q, const 
   at::NoGradGuard no_grad;
   const auto alpha = log_alpha.defined() ? log_alpha.exp().contiguous() : at::Tensor();
   auto [out, state] = delta_forward_raw(d, q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous(), alpha, s0,
-                                        /*ckpt=*/nullptr);
+                                        /*errors=*/nullptr);
   return {out, state};
 }
 

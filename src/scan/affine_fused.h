@@ -17,8 +17,8 @@ namespace mixlab::detail {
 /// when no argument needs a gradient, or the forward with the fused backward (from S_{-1}).
 std::optional<AffineResult> diag_decay_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v, const at::Tensor& g, const at::Tensor& s0);
-/// The same for kernel 2, its backward from checkpoints every 32 tokens; log_alpha undefined for
-/// DeltaNet.
+/// The same for kernel 2, its backward from S_{-1} and each token's error e_t (saved by the
+/// forward, T x Dv per head); log_alpha undefined for DeltaNet.
 std::optional<AffineResult> delta_rule_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v, const at::Tensor& beta, const at::Tensor& log_alpha,
                                              const at::Tensor& s0);

@@ -10,11 +10,6 @@
 
 namespace mixlab::detail::affine_fused {
 
-/// Rows of S^T (columns of S) the delta rule's backward walks together: the rows are independent,
-/// a block's C + 1 states (135 KiB at C 32, Dk 64 in float) stay in L2 and the lanes' dq, dk
-/// accumulators in registers across the block. (The diagonal decay's backward stores no states.)
-constexpr int64_t kBackwardRowBlock = 16;
-
 /// One (batch, head) of S_t = diag(a_t) S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, t = 0..T-1.
 /// q, k, a: T rows of Dk (a: T scalars when scalar_gate); v, out: T rows of Dv; state: Dk rows of
 /// Dv, read as S_{-1} and left as S_{T-1}. All contiguous.
@@ -58,7 +53,9 @@ struct DiagDecayGradRows {
 };
 
 /// One (batch, head) of S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,
-/// o_t = S_t^T q_t; alpha null means alpha = 1 (DeltaNet).
+/// o_t = S_t^T q_t; alpha null means alpha = 1 (DeltaNet). With `e` non-null (the training
+/// forward) it also writes each token's error e_t = v_t - alpha_t S_{t-1}^T k_t (T rows of Dv), so
+/// that the backward needs no saved state but S_{-1}.
 template <typename E>
 struct DeltaRuleRows {
   const E* q;
@@ -67,23 +64,28 @@ struct DeltaRuleRows {
   const E* beta;   // T scalars
   const E* alpha;  // T scalars (decay factors exp(log_alpha)) or null
   E* out;
+  E* e;  // T rows of Dv, or null
   E* state;
   int64_t T, Dk, Dv;
 };
 
-/// The backward of DeltaRuleRows for one (batch, head). The forward saved `ckpt`: the state before
-/// every chunk of C tokens (ceil(T/C) states S_{cC-1}, Dk rows of Dv each). Each
-/// column of S evolves alone (S^T is row-local), so the kernel works on S^T throughout.
-/// Scratch: states (C+1) kBackwardRowBlock Dk, w C kBackwardRowBlock (S_{t-1}^T k_t of the
-/// chunk's tokens in the block's rows), dstate Dv Dk, lanes Dk. dlog_alpha null when alpha is null.
+/// The backward of DeltaRuleRows for one (batch, head), in two token walks that read no saved
+/// state but S_{-1} (`init`, Dk rows of Dv; null for zero) and the forward's errors e, outputs and
+/// final state S_{T-1}: last token first, D_t = dL/dS_t gives dv, dbeta, dlog_alpha (null when
+/// alpha is null), part of dk and grad_state (in dL/dS_{T-1}, out dL/dS_{-1}; Dk rows of Dv);
+/// then first token first, the states rebuilt from S_{-1} give dq and the rest of dk. `scratch`:
+/// Dv Dk values. See affine_fused_kernels.inc.
 template <typename E>
 struct DeltaRuleGradRows {
   const E* q;
   const E* k;
   const E* v;
+  const E* e;
   const E* beta;
   const E* alpha;
-  const E* ckpt;
+  const E* out;
+  const E* init;
+  const E* final_state;
   const E* grad_out;
   E* grad_state;
   E* dq;
@@ -91,11 +93,8 @@ struct DeltaRuleGradRows {
   E* dv;
   E* dbeta;
   E* dlog_alpha;
-  E* states;
-  E* w;
-  E* dstate;
-  E* lanes;
-  int64_t T, Dk, Dv, C;
+  E* scratch;
+  int64_t T, Dk, Dv;
 };
 
 // One set per instruction set; the names are the namespaces of affine_fused_kernels_*.cpp.

@@ -196,7 +196,7 @@ KernelCase selective_scan_row() {
 // q, k, v non-contiguous ((B,T,H,D) transposed), k scaled by 1/sqrt(Dk) (diagonal decay) or
 // L2-normalised (delta rule), an initial state; log decays strictly negative (a finite
 // difference must not push one above 0), beta inside (0, 2). Outputs: out and the final state.
-// chunk 16: T = 33 and 79 leave partial chunks (and cross the fused path's 32-token checkpoints).
+// chunk 16: T = 33 and 79 leave partial chunks.
 // Tolerances: double 1e-9 (affine_kernel_test, every form vs the reference, forward and
 // gradients); float 2e-4 forward (affine_fused_test vs the reference), 2e-4 gradients for the
 // diagonal decay and 5e-4 for the delta rule (affine_fused_test vs the composition).

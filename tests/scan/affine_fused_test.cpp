@@ -1,11 +1,11 @@
 // The fused affine kernels (mixlab/scan/affine.h): the forward without gradients equals the plain
 // loop reference and the LibTorch composition, and the training forward + fused backward equal the
-// composition's autograd, for every instruction set this CPU has, across lengths (around the
-// 32-token checkpoint), widths that leave vector tails, gate kinds and strengths; which path runs
+// composition's autograd, for every instruction set this CPU has, across lengths (short and long,
+// 1 to 2000 tokens), widths that leave vector tails, gate kinds and strengths; which path runs
 // is checked; the thread count does not change the result. (The double-precision gradchecks and
 // reference comparisons of tests/scan/affine_kernel_test.cpp run through the fused path too.)
 //
-// Under test: src/scan/affine_fused.cpp / affine_fused.h (dispatch, checkpointed forward, the two
+// Under test: src/scan/affine_fused.cpp / affine_fused.h (dispatch, the training forward, the two
 // autograd functions), src/scan/affine_fused_kernels.h and .inc through its three builds,
 // affine_fused_kernels_avx512.cpp, affine_fused_kernels_avx2.cpp and affine_fused_kernels_generic.cpp
 // (every set this CPU has: IsaScope, tests/support/isa_scope.h), each against diag_decay_reference /
@@ -196,9 +196,10 @@ std::vector<at::Tensor> diag_grads(const Case& c, bool with_init, int64_t chunk)
 }
 
 // The fused backward against the composition's autograd, in float on every instruction set:
-// lengths around the 32-token checkpoint, lane tails (Dk 83 = 64 + 16 + 3), value widths 1, 5, 8
-// and 19 (for the delta rule: under one block of kBackwardRowBlock = 16 rows of S^T, and one block
-// with a tail), gate kinds.
+// lengths around 32 tokens, lane tails (Dk 83 = 64 + 16 + 3), value widths 1, 5, 8 and 19, gate
+// kinds. The delta rule's backward keeps a block of rows of D^T in registers when Dk is 1, 2, 4
+// or 8 whole vectors: Dk 16, 32, 64 and 128 reach each of those on some instruction set, with
+// value widths that leave whole blocks and a tail.
 TEST(FusedAffine, DiagDecayBackwardEqualsCompositionOnEveryIsa) {
   uint64_t seed = 300;
   for (const auto& isa : testing::isas_this_cpu_runs()) {
@@ -286,7 +287,8 @@ TEST(FusedAffine, DeltaRuleBackwardEqualsCompositionOnEveryIsa) {
   for (const auto& isa : testing::isas_this_cpu_runs()) {
     IsaScope scope(isa);
     for (int64_t T : {1, 31, 32, 33, 100}) {
-      for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}, {9, 8}}) {
+      for (auto [Dk, Dv] :
+           std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}, {9, 8}, {32, 9}, {64, 6}, {128, 3}}) {
         for (bool gated : {false, true}) {
           for (bool with_init : {false, true}) {
             const std::string what = isa + " T=" + std::to_string(T) + " Dk=" + std::to_string(Dk) +
@@ -307,6 +309,71 @@ TEST(FusedAffine, DeltaRuleBackwardEqualsCompositionOnEveryIsa) {
       }
     }
   }
+}
+
+// The delta rule's fused backward takes dlog_alpha from a running inner product <D_t, S_t>
+// (affine_fused_kernels.inc) and dq and part of dk from chunk products of its checkpoints: over a
+// long sequence (62 checkpoints, a short last chunk) every gradient stays within rounding of the
+// composition's autograd (float: 1e-3 of each tensor's largest entry; double: 1e-9), for weak and
+// strong decay, with and without an initial state.
+TEST(FusedAffine, DeltaRuleGradientsOverALongSequenceStayWithinRounding) {
+  uint64_t seed = 600;
+  for (const auto& isa : testing::isas_this_cpu_runs()) {
+    IsaScope scope(isa);
+    for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+      for (double strength : {0.01, 2.0}) {
+        for (bool with_init : {false, true}) {
+          const std::string what = isa + " " + std::string(c10::toString(dtype)) +
+                                   " strength=" + std::to_string(strength) + (with_init ? " init" : "");
+          const auto c = delta_case(1990, 16, 8, true, strength, dtype, ++seed);
+          const auto fused = delta_grads(c, with_init, 16);
+          std::vector<at::Tensor> want;
+          {
+            ComposedAffineGuard guard;
+            want = delta_grads(c, with_init, 16);
+          }
+          const double tol = dtype == torch::kFloat32 ? 1e-3 : 1e-9;
+          ASSERT_EQ(fused.size(), want.size());
+          for (size_t i = 0; i < fused.size(); ++i) {
+            const double scale = std::max(1.0, want[i].abs().max().item<double>());
+            EXPECT_LT((fused[i] - want[i]).abs().max().item<double>() / scale, tol) << what << " tensor " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A decay of e^-1e30 (the range check's floor) closes the state: the gradients equal those of a
+// sequence cut there, with the state before the cut unable to reach anything after it.
+TEST(FusedAffine, DeltaRuleBackwardWithAVanishingDecay) {
+  auto c = delta_case(70, 8, 8, true, 0.5, torch::kFloat64, 45);
+  c.gate.select(2, 40).fill_(-1e30);
+  const auto fused = delta_grads(c, true, 16);
+  // Against the composition with the same cut as a decay of exactly zero in its state: the
+  // recurrent reference with alpha_40 = 0 (log alpha -inf is outside the range check, so build
+  // the same sequence from two calls: tokens 0..39, then 40..69 from a zero state).
+  auto leaf = [](const at::Tensor& t) { return t.detach().clone().requires_grad_(true); };
+  auto q = leaf(c.q), k = leaf(c.k), v = leaf(c.v), beta = leaf(c.beta), la = leaf(c.gate), init = leaf(c.init);
+  std::vector<at::Tensor> want;
+  {
+    ComposedAffineGuard guard;
+    auto part = [](const at::Tensor& t, int64_t a, int64_t n) { return t.narrow(2, a, n); };
+    auto first =
+        delta_rule_recurrent(part(q, 0, 40), part(k, 0, 40), part(v, 0, 40), part(beta, 0, 40), part(la, 0, 40), init);
+    auto zero = torch::zeros_like(c.init);
+    // Token 40 with alpha = 0 starts from a zero state; its own log alpha gets no gradient.
+    auto second = delta_rule_recurrent(part(q, 40, 30), part(k, 40, 30), part(v, 40, 30), part(beta, 40, 30),
+                                       torch::cat({torch::zeros_like(part(la, 40, 1)), part(la, 41, 29)}, 2), zero);
+    auto out = torch::cat({first.out, second.out}, 2);
+    torch::manual_seed(6);
+    auto loss =
+        (out * torch::randn_like(out)).sum() + (second.final_state * torch::randn_like(second.final_state)).sum();
+    want = torch::autograd::grad({loss}, {q, k, v, beta, la, init});
+    want.insert(want.begin(), {out.detach(), second.final_state.detach()});
+  }
+  ASSERT_EQ(fused.size(), want.size());
+  for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(all_close(fused[i], want[i], 1e-9, 1e-9)) << "tensor " << i;
 }
 
 // A loss on the final state alone (no gradient reaches `out`) and one on `out` alone.
