@@ -228,6 +228,25 @@ TEST(FusedAffine, DiagDecayBackwardEqualsCompositionOnEveryIsa) {
   }
 }
 
+// grads() on the fused path, then under a ComposedAffineGuard.
+template <typename F>
+std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> fused_and_composed(F&& grads) {
+  auto fused = grads();
+  ComposedAffineGuard guard;
+  return {fused, grads()};
+}
+
+// Each tensor within 1e-3 (float) or 1e-9 (double) of its largest entry (at least 1) of want's.
+void expect_within_rounding(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want,
+                            at::ScalarType dtype, const std::string& what) {
+  const double tol = dtype == torch::kFloat32 ? 1e-3 : 1e-9;
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double scale = std::max(1.0, want[i].abs().max().item<double>());
+    EXPECT_LT((got[i] - want[i]).abs().max().item<double>() / scale, tol) << what << " tensor " << i;
+  }
+}
+
 // The fused backward takes the gate's gradient as a running sum over the tokens after it (q ⊙ dq
 // - k ⊙ dk, affine_fused_kernels.inc) instead of per-token state products: over a long sequence
 // it stays within rounding of the composition's autograd (float: 1e-3 of each tensor's largest
@@ -244,18 +263,9 @@ TEST(FusedAffine, DiagDecayGateGradientOverALongSequenceStaysWithinRounding) {
             const std::string what = isa + " " + std::string(c10::toString(dtype)) + " kind=" + std::to_string(kind) +
                                      " strength=" + std::to_string(strength) + (with_init ? " init" : "");
             const auto c = diag_case(2000, 16, 8, kind, strength, dtype, ++seed);
-            const auto fused = diag_grads(c, with_init, 16);
-            std::vector<at::Tensor> want;
-            {
-              ComposedAffineGuard guard;
-              want = diag_grads(c, with_init, 16);
-            }
-            // out, final state, dq, dk, dv, dg (index 5), dS_{-1}: each relative to its largest entry.
-            const double tol = dtype == torch::kFloat32 ? 1e-3 : 1e-9;
-            for (size_t i = 0; i < fused.size(); ++i) {
-              const double scale = std::max(1.0, want[i].abs().max().item<double>());
-              EXPECT_LT((fused[i] - want[i]).abs().max().item<double>() / scale, tol) << what << " tensor " << i;
-            }
+            const auto [fused, want] = fused_and_composed([&] { return diag_grads(c, with_init, 16); });
+            // out, final state, dq, dk, dv, dg (index 5), dS_{-1}.
+            expect_within_rounding(fused, want, dtype, what);
           }
         }
       }
@@ -326,18 +336,8 @@ TEST(FusedAffine, DeltaRuleGradientsOverALongSequenceStayWithinRounding) {
           const std::string what = isa + " " + std::string(c10::toString(dtype)) +
                                    " strength=" + std::to_string(strength) + (with_init ? " init" : "");
           const auto c = delta_case(1990, 16, 8, true, strength, dtype, ++seed);
-          const auto fused = delta_grads(c, with_init, 16);
-          std::vector<at::Tensor> want;
-          {
-            ComposedAffineGuard guard;
-            want = delta_grads(c, with_init, 16);
-          }
-          const double tol = dtype == torch::kFloat32 ? 1e-3 : 1e-9;
-          ASSERT_EQ(fused.size(), want.size());
-          for (size_t i = 0; i < fused.size(); ++i) {
-            const double scale = std::max(1.0, want[i].abs().max().item<double>());
-            EXPECT_LT((fused[i] - want[i]).abs().max().item<double>() / scale, tol) << what << " tensor " << i;
-          }
+          const auto [fused, want] = fused_and_composed([&] { return delta_grads(c, with_init, 16); });
+          expect_within_rounding(fused, want, dtype, what);
         }
       }
     }
