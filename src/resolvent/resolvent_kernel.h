@@ -57,10 +57,23 @@ struct ResolventGrads {
 #endif
 inline namespace MIXLAB_RESOLVENT_KERNEL_NS {
 
+// In 16 running sums (lanes of a vector register or two), added as a tree at the end: one
+// running sum is an in-order chain GCC may not reorder, and the backward's dα and dβ dots spent
+// most of their time in its scalar adds (issue 38).
 template <typename scalar_t>
 inline scalar_t dot(const scalar_t* __restrict a, const scalar_t* __restrict b, int64_t D) {
-  scalar_t s = 0;
-  for (int64_t d = 0; d < D; ++d) s += a[d] * b[d];
+  constexpr int64_t kLanes = 16;
+  scalar_t acc[kLanes] = {};
+  int64_t d = 0;
+  for (; d + kLanes <= D; d += kLanes)
+#pragma GCC unroll 16
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[d + l] * b[d + l];
+#pragma GCC unroll 8
+  for (int64_t l = 0; l < 8; ++l) acc[l] += acc[l + 8];
+#pragma GCC unroll 4
+  for (int64_t l = 0; l < 4; ++l) acc[l] += acc[l + 4];
+  scalar_t s = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+  for (; d < D; ++d) s += a[d] * b[d];
   return s;
 }
 
