@@ -267,6 +267,23 @@ CompareReport compare_run(const CompareOptions& o) {
           jobs.push_back(std::move(job));
         }
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
+  // Largest planned run first: the workers then end together instead of one long run starting
+  // last and running alone (the default preset's 8000-step recall run was the last one handed
+  // out). A run's plan is its tokens, steps x batch x sequence length; early stops cut it short,
+  // so this is a heuristic, and the results do not depend on the order.
+  std::vector<int64_t> dispatch(static_cast<size_t>(n_jobs));
+  {
+    std::vector<double> planned(dispatch.size());
+    for (int64_t i = 0; i < n_jobs; ++i) {
+      const Job& job = jobs[static_cast<size_t>(i)];
+      const TrainConfig c = config_of(o.tasks[job.task], mixers[job.mixer], job.lr);
+      planned[static_cast<size_t>(i)] =
+          double(c.steps) * double(c.batch) * double(task_sequence_length(c.task, c.task.length));
+      dispatch[static_cast<size_t>(i)] = i;
+    }
+    std::stable_sort(dispatch.begin(), dispatch.end(),
+                     [&](int64_t a, int64_t b) { return planned[size_t(a)] > planned[size_t(b)]; });
+  }
   const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(o.jobs, n_jobs));
   std::mutex init_mutex, log_mutex;
   std::atomic<int64_t> next{0};
@@ -280,8 +297,9 @@ CompareReport compare_run(const CompareOptions& o) {
     // OpenMP keeps the thread count per thread: a new std::thread starts with the process
     // default (all cores), not with the caller's setting, so each worker sets its own.
     if (workers > 1) at::set_num_threads(1);
-    for (int64_t i = next++; i < n_jobs; i = next++) {
-      Job& job = jobs[i];
+    for (int64_t n = next++; n < n_jobs; n = next++) {
+      const int64_t i = dispatch[static_cast<size_t>(n)];
+      Job& job = jobs[static_cast<size_t>(i)];
       const std::string& spec = mixers[job.mixer];
       const std::string& task = o.tasks[job.task];
       try {
@@ -296,7 +314,7 @@ CompareReport compare_run(const CompareOptions& o) {
           trainer = std::make_unique<Trainer>(c);
         }
         job.parameters = trainer->model().parameter_count();
-        log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps, seed {}{})\n", i + 1, n_jobs, spec,
+        log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps, seed {}{})\n", n + 1, n_jobs, spec,
                         task, job.parameters, c.steps, c.seed,
                         lr_sweep ? fmt::format(", lr {:g}", c.lr) : std::string()));
         TrainOptions to;
