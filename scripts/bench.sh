@@ -165,12 +165,18 @@ try:  # LibTorch's default intra-op thread count, as the binaries that do not se
     torch_threads = torch.get_num_threads()
 except ImportError:
     torch_threads = "unknown"
+flags = set()
 for line in open("/proc/cpuinfo"):
-    if line.startswith("model name"):
+    if line.startswith("model name") and cpu == "unknown":
         cpu = line.split(":", 1)[1].strip()
-        break
+    if line.startswith("flags") and not flags:
+        flags = set(line.split(":", 1)[1].split())
+# The instruction set the native kernels run (src/core/cpu_isa.cpp's rule, or MIXLAB_CPU_ISA):
+# the same model name has come with and without AVX-512 on these VMs, and the kernels differ.
+isa = os.environ.get("MIXLAB_CPU_ISA") or (
+    "avx512" if "avx512f" in flags else "avx2" if {"avx2", "fma"} <= flags else "generic")
 machine = {
-    "cpu": cpu, "cores": os.cpu_count(), "blas": blas, "libtorch": torch_version,
+    "cpu": cpu, "isa": isa, "cores": os.cpu_count(), "blas": blas, "libtorch": torch_version,
     "kernel": platform.release(), "commit": commit, "quick": quick == "1",
     # Each binary sets its own intra-op threads: bench_scan, bench_toeplitz and bench_attention read
     # MIXLAB_THREADS, bench_decode and bench_psm_decode use 1, the others LibTorch's default.
@@ -186,7 +192,7 @@ skip = {"iterations", "real_time", "cpu_time", "time_unit", "name", "run_name", 
         "repetition_index", "threads", "family_index", "per_family_instance_index", "aggregate_name",
         "aggregate_unit", "label"}
 lines = [f"# mixlab benchmarks ({'quick' if machine['quick'] else 'full'} run)", "",
-         f"{cpu}, {machine['cores']} cores, BLAS {blas}, LibTorch {torch_version}, "
+         f"{cpu} (kernels: {isa}), {machine['cores']} cores, BLAS {blas}, LibTorch {torch_version}, "
          f"commit {commit[:10]}, load {load_before} before / {load_after} after, {seconds} s.", "",
          "Threads: " + "; ".join(f"{k}: {v}" for k, v in machine["threads"].items()) + ".", ""]
 for path in sorted(glob.glob(os.path.join(out, "*.json"))):
