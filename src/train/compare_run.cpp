@@ -243,9 +243,10 @@ CompareReport compare_run(const CompareOptions& o) {
   // so the table is the same for every job count.
   struct Job {
     size_t mixer = 0, task = 0;
-    int64_t seed = 0;   // offset added to the config's seed
-    double lr = 0;      // the sweep's rate (0: the preset's)
-    int64_t steps = 0;  // the config's steps (the run may stop earlier: stop_at)
+    int64_t seed = 0;    // offset added to the config's seed
+    double lr = 0;       // the sweep's rate (0: the preset's)
+    int64_t steps = 0;   // the config's steps (the run may stop earlier: stop_at)
+    TrainConfig config;  // the run's settings before its seed offset (validated above)
     TrainResult result;
     EvalResult valid, test;              // lr sweep: the validation split (the choice) and the test split (the cells)
     MetricCurve eval_curve, loss_curve;  // from the run's metrics file
@@ -264,19 +265,19 @@ CompareReport compare_run(const CompareOptions& o) {
           job.task = t;
           job.seed = sd;
           job.lr = lr;
+          job.config = config_of(o.tasks[t], mixers[m], lr);
           jobs.push_back(std::move(job));
         }
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
   // Largest planned run first: the workers then end together instead of one long run starting
-  // last and running alone (the default preset's 8000-step recall run was the last one handed
-  // out). A run's plan is its tokens, steps x batch x sequence length; early stops cut it short,
+  // last and running alone (the default preset's dense recall run, its longest, was handed out
+  // fifth). A run's plan is its tokens, steps x batch x sequence length; early stops cut it short,
   // so this is a heuristic, and the results do not depend on the order.
   std::vector<int64_t> dispatch(static_cast<size_t>(n_jobs));
   {
     std::vector<double> planned(dispatch.size());
     for (int64_t i = 0; i < n_jobs; ++i) {
-      const Job& job = jobs[static_cast<size_t>(i)];
-      const TrainConfig c = config_of(o.tasks[job.task], mixers[job.mixer], job.lr);
+      const TrainConfig& c = jobs[static_cast<size_t>(i)].config;
       planned[static_cast<size_t>(i)] =
           double(c.steps) * double(c.batch) * double(task_sequence_length(c.task, c.task.length));
       dispatch[static_cast<size_t>(i)] = i;
@@ -303,7 +304,7 @@ CompareReport compare_run(const CompareOptions& o) {
       const std::string& spec = mixers[job.mixer];
       const std::string& task = o.tasks[job.task];
       try {
-        TrainConfig c = config_of(task, spec, job.lr);
+        TrainConfig c = job.config;
         job.lr = c.lr;
         job.steps = c.steps;
         const uint64_t rows_seed = c.seed;  // sweep rows: the same for every mixer and seed
