@@ -57,7 +57,7 @@ if awk -v l="$load_before" 'BEGIN { exit !(l > 0.5) }'; then
 fi
 
 build="${MIXLAB_BUILD_DIR:-$here/build}"
-MIXLAB_BUILD_DIR="$build" MIXLAB_TARGETS="bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_attention bench_decode bench_psm_decode bench_brl bench_data" \
+MIXLAB_BUILD_DIR="$build" MIXLAB_TARGETS="mixlab bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_attention bench_decode bench_psm_decode bench_brl bench_data" \
   bash "$here/scripts/build.sh" -DMIXLAB_BUILD_BENCH=ON >/dev/null
 # The build just loaded the machine: let the load settle before the first timing.
 if [ "$force" = 0 ]; then
@@ -155,26 +155,23 @@ seconds=$(( $(date +%s) - start ))
 
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)
 torch_version=$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo unknown)
+# The instruction set the native kernels ran, as mixlab picks it (MIXLAB_CPU_ISA included): the
+# same CPU model name has come with and without AVX-512 on these VMs.
+isa=$("$build/mixlab" --version 2>/dev/null | sed -n 's/.*(native kernels: \([a-z0-9]*\)).*/\1/p')
 /usr/bin/python3 - "$out" "$load_before" "$(load_now)" "$seconds" "$quick" "$blas" "$torch_version" \
-  "$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)" <<'PY'
+  "$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)" "${isa:-unknown}" <<'PY'
 import glob, json, os, platform, sys
-out, load_before, load_after, seconds, quick, blas, torch_version, commit = sys.argv[1:9]
+out, load_before, load_after, seconds, quick, blas, torch_version, commit, isa = sys.argv[1:10]
 cpu = "unknown"
 try:  # LibTorch's default intra-op thread count, as the binaries that do not set one get it
     import torch
     torch_threads = torch.get_num_threads()
 except ImportError:
     torch_threads = "unknown"
-flags = set()
 for line in open("/proc/cpuinfo"):
-    if line.startswith("model name") and cpu == "unknown":
+    if line.startswith("model name"):
         cpu = line.split(":", 1)[1].strip()
-    if line.startswith("flags") and not flags:
-        flags = set(line.split(":", 1)[1].split())
-# The instruction set the native kernels run (src/core/cpu_isa.cpp's rule, or MIXLAB_CPU_ISA):
-# the same model name has come with and without AVX-512 on these VMs, and the kernels differ.
-isa = os.environ.get("MIXLAB_CPU_ISA") or (
-    "avx512" if "avx512f" in flags else "avx2" if {"avx2", "fma"} <= flags else "generic")
+        break
 machine = {
     "cpu": cpu, "isa": isa, "cores": os.cpu_count(), "blas": blas, "libtorch": torch_version,
     "kernel": platform.release(), "commit": commit, "quick": quick == "1",

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "mixlab/core/cpu_block_cache.h"
+#include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/parse_number.h"
 #include "mixlab/core/threads.h"
@@ -59,7 +60,16 @@ void refuse_empty_values(CLI::App& app) {
 int main(int argc, char** argv) {
   mixlab::cli::g_args.assign(argv + 1, argv + argc);
   CLI::App app{"mixlab: design, analyse, train, decode and benchmark causal token mixers"};
-  app.set_version_flag("--version", std::string("mixlab ") + MIXLAB_VERSION_STRING);
+  // The version with the instruction set the native kernels run (mixlab/core/cpu_isa.h): results and
+  // timings differ between builds, and bench.sh records it from here.
+  std::string kernels;
+  try {
+    kernels = mixlab::cpu_isa_name(mixlab::cpu_isa());
+  } catch (const mixlab::Error& e) {
+    kernels = std::string("unknown: ") + e.what();
+  }
+  app.set_version_flag("--version",
+                       std::string("mixlab ") + MIXLAB_VERSION_STRING + " (native kernels: " + kernels + ")");
   app.require_subcommand(1);
   // Global options may also follow the subcommand (`mixlab train --task copy --threads 1`), as
   // users type them: a subcommand hands an option it does not know to this parent. Subcommands

@@ -59,3 +59,17 @@ TEST(AnalyzeCli, PlotWritesFile) {
   EXPECT_GT(std::filesystem::file_size(path), 200u);
   std::filesystem::remove(path);
 }
+
+// `mixlab --version` names the instruction set the native kernels run: bench.sh records it with
+// every generated table, and it is the first thing a timing or rounding report needs.
+TEST(AnalyzeCli, VersionNamesTheKernelsInstructionSet) {
+  auto r = run_mixlab("--version");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("mixlab "), std::string::npos) << r.output;
+  const bool named = r.output.find("(native kernels: generic)") != std::string::npos ||
+                     r.output.find("(native kernels: avx2)") != std::string::npos ||
+                     r.output.find("(native kernels: avx512)") != std::string::npos;
+  EXPECT_TRUE(named) << r.output;
+  r = run_command("MIXLAB_CPU_ISA=generic " MIXLAB_BINARY_DIR "/mixlab --version 2>&1");
+  EXPECT_NE(r.output.find("(native kernels: generic)"), std::string::npos) << r.output;
+}
