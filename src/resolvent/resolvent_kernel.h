@@ -45,6 +45,12 @@ struct ResolventGrads {
   scalar_t* dbeta = nullptr;   // (T,WB)
   scalar_t* dx = nullptr;      // (T,D)
   scalar_t* dgate = nullptr;   // (T,D) or null
+
+  /// The same gradients of slice bh, where these point at slice 0 of (BH,T,·) tensors.
+  ResolventGrads slice(int64_t bh, int64_t T, int64_t D, int64_t WA, int64_t WB) const {
+    const int64_t off = bh * T * D;
+    return {h + off, dalpha + bh * T * WA, dbeta + bh * T * WB, dx + off, dgate ? dgate + off : nullptr};
+  }
 };
 
 // The loops below are compiled by every file that includes this header, and by the per-ISA objects

@@ -200,19 +200,39 @@ struct ForwardLoops {
   RowSlice rows = nullptr;  // the register kernels of resolvent_row_kernels.h, when they apply
 };
 
+// Whether the register kernels take this call: D whole vectors, not forced off, and the BLAS-3
+// block solve (wide contiguous windows), which stays first where it applies, does not.
+template <typename scalar_t>
+bool register_kernels_apply(const detail::ResolventParams<scalar_t>& base) {
+  return !ResolventPlainLoopsGuard::active() && detail::resolvent_rows::supports<scalar_t>(base.D) &&
+         !detail::dense_blocks_apply(base);
+}
+
 template <typename scalar_t>
 ForwardLoops<scalar_t> forward_loops(const detail::ResolventParams<scalar_t>& base) {
   namespace rk = detail::resolvent_rows;
   ForwardLoops<scalar_t> l;
   const CpuIsa isa = cpu_isa();
   l.plain = plain_loops<scalar_t>(isa);  // one cpu_isa() read per call
-  // The BLAS-3 block solve stays first where it applies (wide contiguous windows).
-  if (!ResolventPlainLoopsGuard::active() && rk::supports<scalar_t>(base.D) && !detail::dense_blocks_apply(base)) {
+  if (register_kernels_apply(base)) {
 #define MIXLAB_RESOLVENT_ROWS(ns) static_cast<typename ForwardLoops<scalar_t>::RowSlice>(rk::ns::forward_slice)
     l.rows = MIXLAB_ISA_SELECT(isa, MIXLAB_RESOLVENT_ROWS);
 #undef MIXLAB_RESOLVENT_ROWS
   }
   return l;
+}
+
+// The backward's register kernel for this call, or null where the plain loops run it.
+template <typename scalar_t>
+using RowBackward = void (*)(const detail::ResolventParams<scalar_t>&, detail::resolvent_rows::RowFlags,
+                             const detail::ResolventReaders&, const scalar_t*, const detail::ResolventGrads<scalar_t>&);
+
+template <typename scalar_t>
+RowBackward<scalar_t> backward_rows(const detail::ResolventParams<scalar_t>& base, CpuIsa isa) {
+  if (!register_kernels_apply(base)) return nullptr;
+#define MIXLAB_RESOLVENT_ROWS(ns) static_cast<RowBackward<scalar_t>>(detail::resolvent_rows::ns::backward_slice)
+  return MIXLAB_ISA_SELECT(isa, MIXLAB_RESOLVENT_ROWS);
+#undef MIXLAB_RESOLVENT_ROWS
 }
 
 // Forward of slices [begin, end) with the loops forward_loops() picked.
@@ -256,20 +276,36 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
     const int64_t BH = x.size(0) * x.size(1), D = x.size(3);
     const int64_t WA = alpha.size(3), WB = beta.size(3), Np = past_rows(px, py);
     auto h = g.clone();
-    auto dalpha = torch::zeros_like(alpha), dbeta = torch::zeros_like(beta), dx = torch::zeros_like(x);
-    auto dgate = gated ? torch::zeros_like(gate) : Tensor();
+    auto dalpha = torch::zeros_like(alpha), dbeta = torch::zeros_like(beta);
+    Tensor dx, dgate;
     const SliceInputs in{alpha, beta, gate, x, px, py, Np, Np};
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "resolvent_backward", [&] {
       const auto base = make_params<scalar_t>(rows, D, WA, WB, Np);
       const bool use_blocked = blocked(rows);
+      const CpuIsa isa = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
+      const auto rows_backward = backward_rows(base, isa);
+      // The register kernel writes dx and dg whole; the plain loops add into them.
+      dx = rows_backward ? torch::empty_like(x) : torch::zeros_like(x);
+      if (gated) dgate = rows_backward ? torch::empty_like(gate) : torch::zeros_like(gate);
       detail::ResolventGrads<scalar_t> grads_base;
       grads_base.h = h.data_ptr<scalar_t>();
       grads_base.dalpha = dalpha.data_ptr<scalar_t>();
       grads_base.dbeta = dbeta.data_ptr<scalar_t>();
       grads_base.dx = dx.data_ptr<scalar_t>();
       grads_base.dgate = gated ? dgate.data_ptr<scalar_t>() : nullptr;
-      const auto loops = plain_loops<scalar_t>(cpu_isa());  // may throw (MIXLAB_CPU_ISA): outside the parallel region
       const auto sp = in.pointers<scalar_t>();
+      if (rows_backward) {
+        const auto readers = detail::resolvent_readers(base);  // the slices share one table
+        const detail::resolvent_rows::RowFlags flags{WA > 1, WB > 0, gated};
+        const scalar_t* yp = y.data_ptr<scalar_t>();
+        at::parallel_for(0, BH, 1, [&](int64_t begin, int64_t end) {
+          for (int64_t bh = begin; bh < end; ++bh)
+            rows_backward(sp.at(base, bh), flags, readers, yp + bh * rows.T * D,
+                          grads_base.slice(bh, rows.T, D, WA, WB));
+        });
+        return;
+      }
+      const auto loops = plain_loops<scalar_t>(isa);
       at::parallel_for(0, BH, 1, [&](int64_t begin, int64_t end) {
         loops.backward(base, sp, use_blocked, y.data_ptr<scalar_t>(), grads_base, begin, end);
       });

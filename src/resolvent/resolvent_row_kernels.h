@@ -1,6 +1,6 @@
 // Private: the resolvent op's forward substitution on one (batch, head) slice with the row's
-// accumulators in registers, compiled once per instruction set (resolvent_row_kernels_*.cpp) and
-// picked at run time by resolvent_op.cpp through mixlab/core/cpu_isa.h.
+// accumulators in registers, and its backward in the same layout, compiled once per instruction set
+// (resolvent_row_kernels_*.cpp) and picked at run time by resolvent_op.cpp through mixlab/core/cpu_isa.h.
 //
 // Why a second forward next to resolvent_kernel.h's: the plain row and blocked loops keep u and
 // w (one row, or a block of rows) in memory and run one loop over D per slot, so every slot costs
@@ -10,7 +10,9 @@
 // of the row is read, so a slot costs its two source rows and two FMAs per vector. Row i's own
 // term α_i0 x_i starts u; y_i = u + w, or (1 − g_i) ⊙ u + g_i ⊙ w gated: the same arithmetic as
 // resolvent_forward_slice, summed in the same slot order per element, so the results agree with
-// it to rounding (same order: bit-identical up to FMA contraction).
+// it to rounding (same order: bit-identical up to FMA contraction). The backward gathers where
+// the plain loops scatter (each row collects the gradient of the later rows that read it), so
+// its sums run in another order: equal to the plain backward to rounding, not bit for bit.
 //
 // Needs D % lanes == 0 (16 float, 8 double); the caller falls back to resolvent_kernel.h
 // otherwise. No LibTorch header: the per-ISA objects are built with their own -m flags.
@@ -20,6 +22,7 @@
 
 #include "mixlab/core/isa_dispatch.h"
 #include "resolvent_kernel.h"
+#include "resolvent_readers.h"
 
 namespace mixlab::detail::resolvent_rows {
 
@@ -43,7 +46,18 @@ struct RowFlags {
   bool gated = false;  // p.gate set
 };
 
+// backward_slice: the transposed solve of one slice in the same layout, gathering (rows from the
+// last to the first, see resolvent_readers.h). g as resolvent_backward_slice's in
+// resolvent_kernel.h: h holds the upstream gradient on entry and H = (I − B)⁻ᵀ G on exit; dalpha,
+// dbeta are zero on entry; dx and dgate (when gated) are written whole. readers: the slice's
+// resolvent_readers (empty for offset rows).
 MIXLAB_DECLARE_PER_ISA(void forward_slice(const ResolventParams<float>& p, RowFlags flags, float* y);
-                       void forward_slice(const ResolventParams<double>& p, RowFlags flags, double* y);)
+                       void forward_slice(const ResolventParams<double>& p, RowFlags flags, double* y);
+                       void backward_slice(const ResolventParams<float>& p, RowFlags flags,
+                                           const ResolventReaders& readers, const float* y,
+                                           const ResolventGrads<float>& g);
+                       void backward_slice(const ResolventParams<double>& p, RowFlags flags,
+                                           const ResolventReaders& readers, const double* y,
+                                           const ResolventGrads<double>& g);)
 
 }  // namespace mixlab::detail::resolvent_rows

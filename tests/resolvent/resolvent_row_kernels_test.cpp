@@ -1,4 +1,4 @@
-// The resolvent op's register-accumulator forward (src/resolvent/resolvent_row_kernels.inc, built
+// The resolvent op's register-accumulator forward and backward (src/resolvent/resolvent_row_kernels.inc, built
 // as resolvent_row_kernels_generic.cpp, resolvent_row_kernels_avx2.cpp and
 // resolvent_row_kernels_avx512.cpp, each run below through MIXLAB_CPU_ISA) against the plain
 // loops it replaces (ResolventPlainLoopsGuard) and against the dense
@@ -9,6 +9,7 @@
 // state) and the decode step. The existing op tests run it too (D = 8 in double).
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,8 +96,8 @@ TEST(ResolventRowKernels, DiagonalAlphaAndGatedMatchTheReference) {
   }
 }
 
-// Gradients flow through the op as before (the backward is the plain loops' transposed solve on
-// the register kernel's y): gradcheck in double at D = 8, one vector.
+// Gradients through the register kernels (forward and gathering backward): gradcheck in double
+// at D = 8, one vector.
 TEST(ResolventRowKernels, GradcheckInDouble) {
   for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
     mixlab::testing::IsaScope scope(isa);
@@ -150,6 +151,91 @@ TEST(ResolventRowKernels, PrefillAndStepEqualOneLongForward) {
           auto y = mixlab::resolvent_step(ds, a, b, in.x.select(2, t), g);
           ASSERT_TRUE(all_close(y, y_full.select(2, t), 1e-5, 1e-5)) << what << " step t=" << t;
         }
+      }
+    }
+  }
+}
+
+// The backward in the register layout gathers where the plain loops scatter: every gradient
+// (alpha, beta, x, gate) equal to theirs to rounding, on every instruction-set build this CPU
+// runs, float and double, column chunks of 1, 2, 3 (partial) and 4+ vectors, every pattern kind
+// (offset rows; the transposed (T,W) table of +cache), diagonal A and B = 0, gated or not, T on
+// both sides of 64, and a chunk that continues a state (rows reading past rows, which receive
+// no gradient).
+namespace {
+
+std::vector<Tensor> op_grads(const Inputs& in, const Pattern& p, const Tensor& upstream, bool plain_loops,
+                             const ResolventState* past = nullptr) {
+  std::optional<mixlab::ResolventPlainLoopsGuard> guard;
+  if (plain_loops) guard.emplace();
+  std::vector<Tensor> args = {in.alpha.detach().clone(), in.beta.detach().clone(), in.x.detach().clone()};
+  if (in.gate.defined()) args.push_back(in.gate.detach().clone());
+  for (auto& t : args) t.requires_grad_(true);
+  const auto y = mixlab::resolvent_forward(args[0], args[1], args[2], p, in.gate.defined() ? args[3] : Tensor(), past);
+  (y * upstream).sum().backward();
+  std::vector<Tensor> out;
+  for (auto& t : args) out.push_back(t.grad().defined() ? t.grad() : torch::zeros_like(t));
+  return out;
+}
+
+void expect_same_grads(const std::vector<Tensor>& fast, const std::vector<Tensor>& plain, double tol,
+                       const std::string& what) {
+  const char* names[] = {"alpha", "beta", "x", "gate"};
+  ASSERT_EQ(fast.size(), plain.size()) << what;
+  for (size_t k = 0; k < fast.size(); ++k)
+    EXPECT_TRUE(all_close(fast[k], plain[k], tol, tol)) << what << " d" << names[k];
+}
+
+}  // namespace
+
+TEST(ResolventRowKernels, BackwardEqualsPlainLoopsEveryIsaDtypeAndWidth) {
+  for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
+    mixlab::testing::IsaScope scope(isa);
+    for (auto dtype : {torch::kFloat, torch::kDouble}) {
+      const int64_t lanes = dtype == torch::kFloat ? 16 : 8;
+      for (int64_t vectors : {1, 2, 3, 5}) {
+        const int64_t D = vectors * lanes;
+        for (const auto& spec : kPatterns) {
+          const auto p = Pattern::parse(spec);
+          for (int64_t T : {1, 5, 130}) {
+            const bool gated = (vectors + T) % 2 == 0, diagonal = vectors == 2 && T == 5;
+            torch::manual_seed(7 + vectors * 5 + T);
+            const auto in = random_inputs(p, 1, 2, T, D, dtype, gated, diagonal, /*strided=*/vectors == 3);
+            const auto upstream = torch::randn({1, 2, T, D}, torch::TensorOptions().dtype(dtype));
+            const auto what = isa + " " + c10::toString(dtype) + " D=" + std::to_string(D) + " " + spec +
+                              " T=" + std::to_string(T) + (gated ? " gated" : "") + (diagonal ? " diagonal" : "");
+            // Float sums of up to 130 terms in another order: relative 1e-4.
+            expect_same_grads(op_grads(in, p, upstream, false), op_grads(in, p, upstream, true),
+                              dtype == torch::kFloat ? 1e-4 : 1e-11, what);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ResolventRowKernels, BackwardOfAChunkThatContinuesAState) {
+  for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
+    mixlab::testing::IsaScope scope(isa);
+    for (const std::string spec : {"pow2", "pow2+cache", "square", "order:3"}) {
+      const auto p = Pattern::parse(spec);
+      for (bool gated : {false, true}) {
+        torch::manual_seed(31);
+        const int64_t B = 1, H = 2, D = 16, T0 = 37, T = 50;
+        const auto in = random_inputs(p, B, H, T0 + T, D, torch::kDouble, gated, false, false);
+        ResolventState st(p, B, H, D, torch::kDouble, {true, p.recurrent(), {}});
+        const int64_t W0 = mixlab::pattern_index(p, T0)->W;
+        auto y0 = mixlab::resolvent_forward(in.alpha.narrow(2, 0, T0).narrow(3, 0, W0 + 1),
+                                            in.beta.narrow(2, 0, T0).narrow(3, 0, p.recurrent() ? W0 : 0),
+                                            in.x.narrow(2, 0, T0), p, gated ? in.gate.narrow(2, 0, T0) : Tensor());
+        st.append(in.x.narrow(2, 0, T0), p.recurrent() ? y0 : Tensor());
+        const int64_t W = mixlab::pattern_index(p, T0 + T)->W;
+        Inputs chunk{in.alpha.narrow(2, T0, T).narrow(3, 0, W + 1).contiguous(),
+                     in.beta.narrow(2, T0, T).narrow(3, 0, p.recurrent() ? W : 0).contiguous(),
+                     in.x.narrow(2, T0, T).contiguous(), gated ? in.gate.narrow(2, T0, T).contiguous() : Tensor()};
+        const auto upstream = torch::randn({B, H, T, D}, torch::kDouble);
+        expect_same_grads(op_grads(chunk, p, upstream, false, &st), op_grads(chunk, p, upstream, true, &st), 1e-11,
+                          isa + " " + spec + (gated ? " gated" : ""));
       }
     }
   }

@@ -35,7 +35,9 @@
 // and decode take the row-by-row kernel over the PatternIndex. Where D is a multiple of one
 // 64-byte vector (16 floats, 8 doubles), the forward of all but the block solve runs one
 // register-accumulator kernel instead, row by row, per instruction set (see
-// ResolventPlainLoopsGuard); the backward always takes the plain loops.
+// ResolventPlainLoopsGuard), and so does the backward: two passes, the first gathering into each
+// row the gradient of the later rows that read it (the transposed solve), the second taking each
+// row's own dots upwards, as the forward reads.
 // Figures: docs/log/benchmarks-2026-11.md (resolvent section).
 //
 // Chunked prefill: pass a ResolventState as `past`: the chunk's rows are the absolute positions
@@ -73,11 +75,13 @@ torch::Tensor resolvent_forward(const torch::Tensor& alpha, const torch::Tensor&
                                 const Pattern& pattern, const torch::Tensor& gate = {},
                                 const ResolventState* past = nullptr);
 
-/// While one is alive on this thread, resolvent_forward, prefill and resolvent_step run the plain
-/// loops (the row and blocked kernels, D-loops over accumulators in memory) instead of the
-/// register kernels that take every D that is a multiple of 16 (float) or 8 (double) otherwise.
-/// Both compute the same sums in the same order; the guard exists so that tests compare them and
-/// benchmarks time both in one run (the `plain` rows of bench_resolvent).
+/// While one is alive on this thread, resolvent_forward, prefill, resolvent_step and the op's
+/// backward run the plain loops (the row and blocked kernels, D-loops over accumulators in memory)
+/// instead of the register kernels that take every D that is a multiple of 16 (float) or 8
+/// (double) otherwise. The forwards compute the same sums in the same order; the register
+/// backward gathers where the plain one scatters, so its sums agree to rounding. The guard exists
+/// so that tests compare them and benchmarks time both in one run (the `plain` rows of
+/// bench_resolvent).
 using ResolventPlainLoopsGuard = ReferenceGuard<struct ResolventRegisterKernelOp>;
 
 /// The plain reference: builds dense A and B (B,H,T,T) from the coefficients (per channel when
