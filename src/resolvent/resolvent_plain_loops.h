@@ -2,10 +2,10 @@
 // dense block solve where it applies) over a range of (batch, head) slices, built once per
 // instruction set (resolvent_plain_loops_*.cpp, from resolvent_plain_loops.inc) and picked per
 // call by resolvent_op.cpp with MIXLAB_ISA_SELECT (mixlab/core/isa_dispatch.h), like every other
-// native kernel. The backward always runs here; the forward runs here when the register kernels
-// of resolvent_row_kernels.h do not apply (D not a multiple of the vector lanes, or the plain
-// loops forced by ResolventPlainLoopsGuard). No LibTorch header: the per-ISA objects are built
-// with their own -m flags.
+// native kernel. The forward and the backward run here when the register kernels of
+// resolvent_row_kernels.h do not apply (D not a multiple of the vector lanes, the dense block
+// solve, or the plain loops forced by ResolventPlainLoopsGuard). No LibTorch header: the per-ISA
+// objects are built with their own -m flags.
 #pragma once
 
 #include <cstdint>
