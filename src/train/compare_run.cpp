@@ -245,8 +245,8 @@ CompareReport compare_run(const CompareOptions& o) {
     size_t mixer = 0, task = 0;
     int64_t seed = 0;    // offset added to the config's seed
     double lr = 0;       // the sweep's rate (0: the preset's)
-    int64_t steps = 0;   // the config's steps (the run may stop earlier: stop_at)
-    TrainConfig config;  // the run's settings before its seed offset (validated above)
+    TrainConfig config;  // the run's settings before its seed offset (validated above; its steps
+                         // are the plan, the run may stop earlier: stop_at)
     TrainResult result;
     EvalResult valid, test;              // lr sweep: the validation split (the choice) and the test split (the cells)
     MetricCurve eval_curve, loss_curve;  // from the run's metrics file
@@ -306,7 +306,6 @@ CompareReport compare_run(const CompareOptions& o) {
       try {
         TrainConfig c = job.config;
         job.lr = c.lr;
-        job.steps = c.steps;
         const uint64_t rows_seed = c.seed;  // sweep rows: the same for every mixer and seed
         c.seed += static_cast<uint64_t>(job.seed);
         std::unique_ptr<Trainer> trainer;
@@ -461,7 +460,7 @@ CompareReport compare_run(const CompareOptions& o) {
           if (e.hop_queries[k] > 0) hs[k] += e.hop_acc[k], ++hn[k];
         rate_sum += job.result.tokens_per_s / static_cast<double>(o.seeds);
         row.seconds += job.result.seconds;
-        row.steps_planned[task] = job.steps;
+        row.steps_planned[task] = job.config.steps;
         row.steps_trained[task].push_back(job.result.step);
         if (task == "lm" || row.ppl_seeds.empty()) row.parameters = job.parameters;  // lm's width is matched
         if (job.model->dims().max_len >= T) decode_model = job.model;

@@ -52,30 +52,50 @@ double tolerance(torch::ScalarType dtype) { return dtype == torch::kFloat ? 2e-5
 const std::vector<std::string> kPatterns = {"causal", "band:3", "order:1",        "order:3",    "pow2",
                                             "square", "linear", "offsets:1,3,70", "pow2+cache", "square+cache"};
 
-}  // namespace
+// One case of the grid the forward and backward comparisons share.
+struct GridCase {
+  std::string isa;
+  torch::ScalarType dtype;
+  int64_t vectors, D, T;
+  std::string spec;
+  Pattern pattern;
+  std::string what;  // isa, dtype, D, pattern and T, for the failure message
+};
 
-TEST(ResolventRowKernels, EqualPlainLoopsEveryIsaDtypeAndWidth) {
+// Calls f(case) for every instruction-set build this CPU runs (under its scope), float and double,
+// head dims of `vector_counts` 64-byte vectors, every pattern of kPatterns and T 1, 5 and 130; stops
+// at the first fatal failure, as an ASSERT in the loop body would.
+template <typename F>
+void for_each_grid_case(std::initializer_list<int64_t> vector_counts, F&& f) {
   for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
     mixlab::testing::IsaScope scope(isa);
     for (auto dtype : {torch::kFloat, torch::kDouble}) {
       const int64_t lanes = dtype == torch::kFloat ? 16 : 8;
-      for (int64_t vectors : {1, 2, 3, 4, 5, 8}) {
+      for (int64_t vectors : vector_counts) {
         const int64_t D = vectors * lanes;
-        for (const auto& spec : kPatterns) {
-          const auto p = Pattern::parse(spec);
+        for (const auto& spec : kPatterns)
           for (int64_t T : {1, 5, 130}) {
-            const bool gated = (vectors + T) % 2 == 0, strided = vectors == 3;
-            torch::manual_seed(5 + vectors * 7 + T);
-            const auto in = random_inputs(p, 1, 2, T, D, dtype, gated, /*diagonal_alpha=*/false, strided);
-            const auto y = mixlab::resolvent_forward(in.alpha, in.beta, in.x, p, in.gate);
-            const auto what = isa + " " + c10::toString(dtype) + " D=" + std::to_string(D) + " " + spec +
-                              " T=" + std::to_string(T) + (gated ? " gated" : "");
-            ASSERT_TRUE(all_close(y, plain(in, p), tolerance(dtype), tolerance(dtype))) << what;
+            const std::string what =
+                isa + " " + c10::toString(dtype) + " D=" + std::to_string(D) + " " + spec + " T=" + std::to_string(T);
+            f(GridCase{isa, dtype, vectors, D, T, spec, Pattern::parse(spec), what});
+            if (::testing::Test::HasFatalFailure()) return;
           }
-        }
       }
     }
   }
+}
+
+}  // namespace
+
+TEST(ResolventRowKernels, EqualPlainLoopsEveryIsaDtypeAndWidth) {
+  for_each_grid_case({1, 2, 3, 4, 5, 8}, [](const GridCase& c) {
+    const bool gated = (c.vectors + c.T) % 2 == 0, strided = c.vectors == 3;
+    torch::manual_seed(5 + c.vectors * 7 + c.T);
+    const auto in = random_inputs(c.pattern, 1, 2, c.T, c.D, c.dtype, gated, /*diagonal_alpha=*/false, strided);
+    const auto y = mixlab::resolvent_forward(in.alpha, in.beta, in.x, c.pattern, in.gate);
+    ASSERT_TRUE(all_close(y, plain(in, c.pattern), tolerance(c.dtype), tolerance(c.dtype)))
+        << c.what << (gated ? " gated" : "");
+  });
 }
 
 TEST(ResolventRowKernels, DiagonalAlphaAndGatedMatchTheReference) {
@@ -189,29 +209,16 @@ void expect_same_grads(const std::vector<Tensor>& fast, const std::vector<Tensor
 }  // namespace
 
 TEST(ResolventRowKernels, BackwardEqualsPlainLoopsEveryIsaDtypeAndWidth) {
-  for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
-    mixlab::testing::IsaScope scope(isa);
-    for (auto dtype : {torch::kFloat, torch::kDouble}) {
-      const int64_t lanes = dtype == torch::kFloat ? 16 : 8;
-      for (int64_t vectors : {1, 2, 3, 5}) {
-        const int64_t D = vectors * lanes;
-        for (const auto& spec : kPatterns) {
-          const auto p = Pattern::parse(spec);
-          for (int64_t T : {1, 5, 130}) {
-            const bool gated = (vectors + T) % 2 == 0, diagonal = vectors == 2 && T == 5;
-            torch::manual_seed(7 + vectors * 5 + T);
-            const auto in = random_inputs(p, 1, 2, T, D, dtype, gated, diagonal, /*strided=*/vectors == 3);
-            const auto upstream = torch::randn({1, 2, T, D}, torch::TensorOptions().dtype(dtype));
-            const auto what = isa + " " + c10::toString(dtype) + " D=" + std::to_string(D) + " " + spec +
-                              " T=" + std::to_string(T) + (gated ? " gated" : "") + (diagonal ? " diagonal" : "");
-            // Float sums of up to 130 terms in another order: relative 1e-4.
-            expect_same_grads(op_grads(in, p, upstream, false), op_grads(in, p, upstream, true),
-                              dtype == torch::kFloat ? 1e-4 : 1e-11, what);
-          }
-        }
-      }
-    }
-  }
+  for_each_grid_case({1, 2, 3, 5}, [](const GridCase& c) {
+    const bool gated = (c.vectors + c.T) % 2 == 0, diagonal = c.vectors == 2 && c.T == 5;
+    torch::manual_seed(7 + c.vectors * 5 + c.T);
+    const auto in = random_inputs(c.pattern, 1, 2, c.T, c.D, c.dtype, gated, diagonal, /*strided=*/c.vectors == 3);
+    const auto upstream = torch::randn({1, 2, c.T, c.D}, torch::TensorOptions().dtype(c.dtype));
+    // Float sums of up to 130 terms in another order: relative 1e-4.
+    expect_same_grads(op_grads(in, c.pattern, upstream, false), op_grads(in, c.pattern, upstream, true),
+                      c.dtype == torch::kFloat ? 1e-4 : 1e-11,
+                      c.what + (gated ? " gated" : "") + (diagonal ? " diagonal" : ""));
+  });
 }
 
 TEST(ResolventRowKernels, BackwardOfAChunkThatContinuesAState) {
