@@ -20,6 +20,8 @@
 //   BM_MemoryCopy                      memcpy of 256 MiB: the machine's copy bandwidth
 //   BM_TensorFill64MiB                 a fresh 64 MiB tensor filled: the cost of first-touch pages
 // Threads: LibTorch's default (1 on the project machine), or MIXLAB_THREADS.
+//   BM_PatternAttention/<pattern>/<B>/<T>/<D>/<plain>  pattern_attention forward + backward, its
+//                                      vector loops or (plain 1) its plain loops
 //   BM_Layer/<pattern>/<T>/<bwd>/<composed>  the whole ResolventMixer (B=1, C=128, H=2, D=64,
 //                                      RoPE, gated): forward (bwd 0) or forward+backward (1);
 //                                      composed 1 = RoPE, scores and softmax as the separate
@@ -238,7 +240,35 @@ void BM_Layer(benchmark::State& st, const std::string& spec) {
   st.SetLabel(std::string(backward ? "fwd+bwd" : "fwd") + (composed ? "/composed" : "/fused"));
 }
 
+// pattern_attention alone, forward + backward (q strided as the layer's projection view, RoPE,
+// the diagonal), with its vector loops or (plain 1) its plain loops: compare's size (B 32, H 4,
+// D 16, T 64) and a long row (B 1, H 4, D 64).
+void BM_PatternAttention(benchmark::State& st, const std::string& spec) {
+  const int64_t B = st.range(0), H = 4, T = st.range(1), D = st.range(2);
+  std::optional<mixlab::PatternAttentionPlainLoopsGuard> plain;
+  if (st.range(3) != 0) plain.emplace();
+  torch::manual_seed(0);
+  auto q = torch::randn({B, T, H, D}).permute({0, 2, 1, 3}).requires_grad_(true);
+  auto k = torch::randn({B, H, T, D}).requires_grad_(true);
+  const auto p = Pattern::parse(spec);
+  for (auto _ : st) {
+    auto a = mixlab::pattern_attention(q, k, p, true, 10000.0);
+    a.probs.backward(torch::ones_like(a.probs));
+  }
+  st.SetLabel(plain ? "plain" : "vector");
+}
+
 int register_all() {
+  for (const std::string spec : {"dense", "pow2", "square+cache"})
+    for (const auto& size : std::vector<std::vector<int64_t>>{{32, 64, 16}, {1, 4096, 64}})
+      for (int64_t plain : {0, 1}) {
+        if (spec == "dense" && size[1] > 1024) continue;
+        benchmark::RegisterBenchmark(("BM_PatternAttention/" + spec).c_str(),
+                                     [spec](benchmark::State& s) { BM_PatternAttention(s, spec); })
+            ->Args({size[0], size[1], size[2], plain})
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
   for (const std::string spec : {"pow2", "pow2+cache", "square"})
     for (int64_t T : {1024, 4096})
       for (int64_t bwd : {0, 1})

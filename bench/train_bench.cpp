@@ -3,6 +3,10 @@
 // the whole Trainer::train_step beside them. Median milliseconds per phase over the timed steps.
 //
 //   build/bench/bench_train [--threads N] [--steps 60] [--mixer attention] [--batch 16] [--length 128]
+//   build/bench/bench_train --preset default --task recall --mixer resolvent:pow2   # a compare run's step
+//
+// With --preset, the config is compare's for that preset, task and mixer (mixlab/train/compare.h),
+// --batch and --length override it only where given.
 //
 // Phases: batch (the task's batch of the step), forward (DecoderModel::forward), score
 // (batch_score: loss and the accuracy counts), backward, zero_grad, clip (clip_grad_norm_) and
@@ -25,8 +29,11 @@
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/rope.h"
 #include "mixlab/core/threads.h"
+#include "mixlab/resolvent/resolvent.h"
+#include "mixlab/train/compare.h"
 #include "mixlab/train/config.h"
 #include "mixlab/train/fused_adamw.h"
+#include "mixlab/train/tasks.h"
 #include "mixlab/train/trainer.h"
 
 namespace {
@@ -44,8 +51,8 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int threads = 1;
-  int64_t steps = 60, batch = 16, length = 128;
-  std::string mixer = "attention";
+  int64_t steps = 60, batch = 0, length = 0;  // 0: the preset's (lm without a preset: 16, 128)
+  std::string mixer = "attention", task = "lm", preset;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--threads")
@@ -58,8 +65,16 @@ int main(int argc, char** argv) {
       length = std::atoll(v.c_str());
     else if (k == "--mixer")
       mixer = v;
+    else if (k == "--task")
+      task = v;
+    else if (k == "--preset")
+      preset = v;
+    else if (k == "--dense-min-width")
+      mixlab::set_resolvent_dense_blocks({std::atoll(v.c_str()), mixlab::resolvent_dense_blocks().rows});
     else {
-      std::fprintf(stderr, "bench_train: unknown option '%s' (--threads, --steps, --batch, --length, --mixer)\n",
+      std::fprintf(stderr,
+                   "bench_train: unknown option '%s' (--threads, --steps, --batch, --length, --mixer, --task, "
+                   "--preset, --dense-min-width)\n",
                    k.c_str());
       return 2;
     }
@@ -67,9 +82,20 @@ int main(int argc, char** argv) {
   mixlab::install_cpu_block_cache();
   mixlab::threads_configure(threads);
   const int64_t warm = 10, total = warm + steps;
-  const nlohmann::json j = {{"task", "lm"},   {"mixer", mixer},   {"steps", total},
-                            {"batch", batch}, {"length", length}, {"eval_tokens", 512}};
-  const mixlab::TrainConfig config = mixlab::config_from_json(j, "(bench_train)");
+  nlohmann::json overrides = {{"steps", total}};
+  if (batch > 0) overrides["batch"] = batch;
+  if (length > 0) overrides["length"] = length;
+  mixlab::TrainConfig config;
+  if (!preset.empty()) {
+    config = mixlab::compare_config(preset, task, mixer, overrides);
+  } else {
+    nlohmann::json j = {{"task", task}, {"mixer", mixer}, {"batch", 16}, {"length", 128}};
+    if (task == "lm") j["eval_tokens"] = 512;
+    j.update(overrides);
+    config = mixlab::config_from_json(j, "(bench_train)");
+  }
+  batch = config.batch;
+  length = mixlab::task_sequence_length(config.task, config.task.length);
 
   // The phases, on a model and optimiser built as the trainer builds them.
   mixlab::Trainer phases_trainer(config);
@@ -146,7 +172,7 @@ int main(int argc, char** argv) {
     composed_rope.train_step();
     if (s >= warm) whole_composed.push_back(ms_since(t0));
   }
-  std::printf("%s, lm, B %lld, T %lld, %d thread(s), median of %lld steps after %lld\n", mixer.c_str(),
+  std::printf("%s, %s, B %lld, T %lld, %d thread(s), median of %lld steps after %lld\n", mixer.c_str(), task.c_str(),
               static_cast<long long>(batch), static_cast<long long>(length), threads, static_cast<long long>(steps),
               static_cast<long long>(warm));
   double sum = 0;

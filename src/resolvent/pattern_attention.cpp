@@ -9,10 +9,11 @@
 #include <optional>
 #include <vector>
 
+#include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/rope.h"
 #include "mixlab/resolvent/pattern_scores.h"
+#include "pattern_attention_kernels.h"
 #include "pattern_keys.h"
-#include "resolvent_kernel.h"
 
 namespace mixlab {
 
@@ -22,17 +23,12 @@ using torch::autograd::variable_list;
 
 namespace {
 
-// Fixed for one call; the kernels below get it and contain no checks.
-template <typename scalar_t>
-struct AttentionParams {
-  const ResolventRows* rows = nullptr;
-  int64_t D = 0;                  // head dim
-  int64_t WS = 0;                 // probs slots per row: W + 1 with the diagonal, W without
-  bool diag = false;              // slot 0 is the row itself
-  scalar_t scale = 1;             // 1 / sqrt(D)
-  const scalar_t* cos = nullptr;  // (T, D/2) RoPE table of the chunk's positions, null: no RoPE
-  const scalar_t* sin = nullptr;  // (T, D/2)
-};
+namespace kernels = detail::pattern_attention_kernels;
+using kernels::AttentionRows;
+using kernels::key_row;
+using kernels::rotate_row;
+using kernels::rotate_row_back;
+using kernels::slot_source;
 
 // A dot product with lane accumulators, so that GCC vectorises it without -ffast-math (a single
 // accumulator is a serial reduction it may not reorder).
@@ -49,69 +45,26 @@ inline scalar_t dot_lanes(const scalar_t* __restrict a, const scalar_t* __restri
   return s;
 }
 
-// dst = R_t src: the pairs (d, d + D/2) rotated as rope_apply does; a copy without RoPE.
-template <typename scalar_t>
-inline void rotate_row(const AttentionParams<scalar_t>& p, int64_t t, const scalar_t* __restrict src,
-                       scalar_t* __restrict dst) {
-  if (!p.cos) {
-    std::copy(src, src + p.D, dst);
-    return;
-  }
-  const int64_t half = p.D / 2;
-  const scalar_t* __restrict c = p.cos + t * half;
-  const scalar_t* __restrict s = p.sin + t * half;
-  for (int64_t d = 0; d < half; ++d) {
-    const scalar_t a = src[d], b = src[d + half];
-    dst[d] = a * c[d] - b * s[d];
-    dst[d + half] = a * s[d] + b * c[d];
-  }
-}
-
-// g = R_tᵀ g in place: the gradient of the rotated row taken back to the raw one.
-template <typename scalar_t>
-inline void rotate_row_back(const AttentionParams<scalar_t>& p, int64_t t, scalar_t* __restrict g) {
-  if (!p.cos) return;
-  const int64_t half = p.D / 2;
-  const scalar_t* __restrict c = p.cos + t * half;
-  const scalar_t* __restrict s = p.sin + t * half;
-  for (int64_t d = 0; d < half; ++d) {
-    const scalar_t a = g[d], b = g[d + half];
-    g[d] = a * c[d] + b * s[d];
-    g[d + half] = b * c[d] - a * s[d];
-  }
-}
-
-// Row i's key for slot n (0 = the diagonal when p.diag): a chunk row of kr or a past key row.
-template <typename scalar_t>
-inline int64_t slot_source(const AttentionParams<scalar_t>& p, int64_t i, int64_t n) {
-  if (p.diag) {
-    if (n == 0) return i;
-    --n;
-  }
-  const ResolventRows& r = *p.rows;
-  return r.offsets ? i - r.offsets[n] : r.src[i * r.W + n];
-}
-
+// The plain loops (any head dim; the reference of the vector loops in pattern_attention_kernels.inc).
 // One (b,h) slice. q, k: row t at q + t·q_stride (D contiguous); pk (Np,D) past keys, already
 // rotated; qr, kr (T,D) out: rotated rows; probs (T,WS) out; scores: WS scratch.
 template <typename scalar_t>
-void attention_forward_slice(const AttentionParams<scalar_t>& p, const scalar_t* q, int64_t q_stride, const scalar_t* k,
+void attention_forward_slice(const AttentionRows<scalar_t>& p, const scalar_t* q, int64_t q_stride, const scalar_t* k,
                              int64_t k_stride, const scalar_t* pk, scalar_t* qr, scalar_t* kr, scalar_t* probs,
                              scalar_t* scores) {
-  const ResolventRows& r = *p.rows;
   const int64_t D = p.D, WS = p.WS;
-  for (int64_t t = 0; t < r.T; ++t) {
+  for (int64_t t = 0; t < p.T; ++t) {
     rotate_row(p, t, q + t * q_stride, qr + t * D);
     rotate_row(p, t, k + t * k_stride, kr + t * D);
   }
-  for (int64_t i = 0; i < r.T; ++i) {
+  for (int64_t i = 0; i < p.T; ++i) {
     const scalar_t* qi = qr + i * D;
-    const int64_t n = r.count[i] + (p.diag ? 1 : 0);
+    const int64_t n = p.count[i] + (p.diag ? 1 : 0);
     scalar_t* out = probs + i * WS;
     scalar_t top = -std::numeric_limits<scalar_t>::infinity();
     for (int64_t s = 0; s < n; ++s) {
       const int64_t j = slot_source(p, i, s);
-      scores[s] = dot_lanes(qi, detail::source_row(kr, pk, j, D), D) * p.scale;
+      scores[s] = dot_lanes(qi, key_row(kr, pk, j, D), D) * p.scale;
       top = std::max(top, scores[s]);
     }
     scalar_t sum = 0;
@@ -129,13 +82,12 @@ void attention_forward_slice(const AttentionParams<scalar_t>& p, const scalar_t*
 // dq_i += dscore·k_j, dk_j += dscore·q_i (chunk keys only), then both rotated back.
 // dq, dk (T,D) zeroed on entry.
 template <typename scalar_t>
-void attention_backward_slice(const AttentionParams<scalar_t>& p, const scalar_t* qr, const scalar_t* kr,
+void attention_backward_slice(const AttentionRows<scalar_t>& p, const scalar_t* qr, const scalar_t* kr,
                               const scalar_t* pk, const scalar_t* probs, const scalar_t* dprobs, scalar_t* dq,
                               scalar_t* dk) {
-  const ResolventRows& r = *p.rows;
   const int64_t D = p.D, WS = p.WS;
-  for (int64_t i = 0; i < r.T; ++i) {
-    const int64_t n = r.count[i] + (p.diag ? 1 : 0);
+  for (int64_t i = 0; i < p.T; ++i) {
+    const int64_t n = p.count[i] + (p.diag ? 1 : 0);
     const scalar_t* P = probs + i * WS;
     const scalar_t* dP = dprobs + i * WS;
     scalar_t mean = 0;
@@ -145,7 +97,7 @@ void attention_backward_slice(const AttentionParams<scalar_t>& p, const scalar_t
     for (int64_t s = 0; s < n; ++s) {
       const scalar_t g = P[s] * (dP[s] - mean) * p.scale;
       const int64_t j = slot_source(p, i, s);
-      const scalar_t* __restrict kj = detail::source_row(kr, pk, j, D);
+      const scalar_t* __restrict kj = key_row(kr, pk, j, D);
       for (int64_t d = 0; d < D; ++d) dqi[d] += g * kj[d];
       if (j >= 0) {
         scalar_t* __restrict dkj = dk + j * D;
@@ -153,7 +105,7 @@ void attention_backward_slice(const AttentionParams<scalar_t>& p, const scalar_t
       }
     }
   }
-  for (int64_t t = 0; t < r.T; ++t) {
+  for (int64_t t = 0; t < p.T; ++t) {
     rotate_row_back(p, t, dq + t * D);
     rotate_row_back(p, t, dk + t * D);
   }
@@ -166,18 +118,60 @@ ResolventRows rows_again(AutogradContext* ctx) {
 }
 
 template <typename scalar_t>
-AttentionParams<scalar_t> make_params(const ResolventRows& rows, int64_t D, bool diag, const RopeTable* rope) {
-  AttentionParams<scalar_t> p;
-  p.rows = &rows;
+AttentionRows<scalar_t> make_params(const ResolventRows& rows, int64_t D, bool diag, const RopeTable* rope) {
+  AttentionRows<scalar_t> p;
+  p.T = rows.T;
   p.D = D;
-  p.diag = diag;
+  p.W = rows.W;
   p.WS = rows.W + (diag ? 1 : 0);
+  p.diag = diag;
   p.scale = static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(D, 1))));
+  p.count = rows.count;
+  p.offsets = rows.offsets;
+  p.src = rows.src;
   if (rope) {
     p.cos = rope->cos.data_ptr<scalar_t>();
     p.sin = rope->sin.data_ptr<scalar_t>();
   }
   return p;
+}
+
+// The slice loops of one call: the vector loops of this CPU's instruction set where they run the
+// head dim (and no PatternAttentionPlainLoopsGuard is alive), else the plain loops above.
+template <typename scalar_t>
+struct SliceLoops {
+  void (*forward)(const AttentionRows<scalar_t>&, const scalar_t*, int64_t, const scalar_t*, int64_t, const scalar_t*,
+                  scalar_t*, scalar_t*, scalar_t*);
+  void (*backward)(const AttentionRows<scalar_t>&, const scalar_t*, const scalar_t*, const scalar_t*, const scalar_t*,
+                   const scalar_t*, scalar_t*, scalar_t*, scalar_t*);
+  bool vector;  // backward wants dq zeroed only for the plain loops
+};
+
+template <typename scalar_t>
+void plain_forward(const AttentionRows<scalar_t>& p, const scalar_t* q, int64_t q_stride, const scalar_t* k,
+                   int64_t k_stride, const scalar_t* pk, scalar_t* qr, scalar_t* kr, scalar_t* probs) {
+  thread_local std::vector<scalar_t> scores;
+  scores.resize(static_cast<size_t>(std::max<int64_t>(p.WS, 1)));
+  attention_forward_slice<scalar_t>(p, q, q_stride, k, k_stride, pk, qr, kr, probs, scores.data());
+}
+
+template <typename scalar_t>
+void plain_backward(const AttentionRows<scalar_t>& p, const scalar_t* qr, const scalar_t* kr, const scalar_t* pk,
+                    const scalar_t* probs, const scalar_t* dprobs, scalar_t* dq, scalar_t* dk, scalar_t*) {
+  attention_backward_slice<scalar_t>(p, qr, kr, pk, probs, dprobs, dq, dk);
+}
+
+template <typename scalar_t>
+SliceLoops<scalar_t> slice_loops(int64_t D) {
+  if (PatternAttentionPlainLoopsGuard::active() || !kernels::supports<scalar_t>(D))
+    return {plain_forward<scalar_t>, plain_backward<scalar_t>, false};
+#define MIXLAB_PATTERN_ATTENTION_LOOPS(isa)                                                       \
+  SliceLoops<scalar_t> {                                                                          \
+    static_cast<decltype(SliceLoops<scalar_t>::forward)>(kernels::isa::forward_slice),            \
+        static_cast<decltype(SliceLoops<scalar_t>::backward)>(kernels::isa::backward_slice), true \
+  }
+  return MIXLAB_ISA_SELECT(cpu_isa(), MIXLAB_PATTERN_ATTENTION_LOOPS);
+#undef MIXLAB_PATTERN_ATTENTION_LOOPS
 }
 
 std::optional<RopeTable> table_of(double rope_base, int64_t t0, int64_t T, int64_t D, torch::ScalarType dtype) {
@@ -200,15 +194,15 @@ class PatternAttentionFunction : public torch::autograd::Function<PatternAttenti
     const auto rope = table_of(rope_base, rows->t0, T, D, q.scalar_type());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "pattern_attention", [&] {
       const auto p = make_params<scalar_t>(*rows, D, diag, rope ? &*rope : nullptr);
+      const auto loops = slice_loops<scalar_t>(D);  // outside the parallel region: cpu_isa() may throw
       const scalar_t *qd = q.data_ptr<scalar_t>(), *kd = k.data_ptr<scalar_t>();
       at::parallel_for(0, B * H, 1, [&](int64_t b0, int64_t b1) {
-        std::vector<scalar_t> scores(static_cast<size_t>(std::max<int64_t>(WS, 1)));
         for (int64_t bh = b0; bh < b1; ++bh) {
           const int64_t b = bh / H, h = bh % H;
-          attention_forward_slice<scalar_t>(
-              p, qd + b * q.stride(0) + h * q.stride(1), q.stride(2), kd + b * k.stride(0) + h * k.stride(1),
-              k.stride(2), Np ? pk.data_ptr<scalar_t>() + bh * Np * D : nullptr, qr.data_ptr<scalar_t>() + bh * T * D,
-              kr.data_ptr<scalar_t>() + bh * T * D, probs.data_ptr<scalar_t>() + bh * T * WS, scores.data());
+          loops.forward(p, qd + b * q.stride(0) + h * q.stride(1), q.stride(2), kd + b * k.stride(0) + h * k.stride(1),
+                        k.stride(2), Np ? pk.data_ptr<scalar_t>() + bh * Np * D : nullptr,
+                        qr.data_ptr<scalar_t>() + bh * T * D, kr.data_ptr<scalar_t>() + bh * T * D,
+                        probs.data_ptr<scalar_t>() + bh * T * WS);
         }
       });
     });
@@ -230,19 +224,23 @@ class PatternAttentionFunction : public torch::autograd::Function<PatternAttenti
     auto rows = rows_again(ctx);
     const int64_t B = qr.size(0), H = qr.size(1), T = qr.size(2), D = qr.size(3);
     const int64_t WS = probs.size(3), Np = pk.numel() > 0 ? pk.size(2) : 0;
-    auto dq = torch::zeros_like(qr), dk = torch::zeros_like(kr);
-    if (!grads[0].defined()) return {dq, dk, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    if (!grads[0].defined())
+      return {torch::zeros_like(qr), torch::zeros_like(kr), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
     auto dprobs = grads[0].contiguous();
     const auto rope = table_of(ctx->saved_data["rope_base"].toDouble(), rows.t0, T, D, qr.scalar_type());
+    Tensor dq, dk = torch::zeros_like(kr);
     AT_DISPATCH_FLOATING_TYPES(qr.scalar_type(), "pattern_attention_backward", [&] {
       const auto p = make_params<scalar_t>(rows, D, diag, rope ? &*rope : nullptr);
+      const auto loops = slice_loops<scalar_t>(D);
+      // The vector loops write dq whole; the plain ones add into it.
+      dq = loops.vector ? torch::empty_like(qr) : torch::zeros_like(qr);
       at::parallel_for(0, B * H, 1, [&](int64_t b0, int64_t b1) {
+        std::vector<scalar_t> scratch(static_cast<size_t>(std::max<int64_t>(WS, 1)));
         for (int64_t bh = b0; bh < b1; ++bh)
-          attention_backward_slice<scalar_t>(
-              p, qr.data_ptr<scalar_t>() + bh * T * D, kr.data_ptr<scalar_t>() + bh * T * D,
-              Np ? pk.data_ptr<scalar_t>() + bh * Np * D : nullptr, probs.data_ptr<scalar_t>() + bh * T * WS,
-              dprobs.data_ptr<scalar_t>() + bh * T * WS, dq.data_ptr<scalar_t>() + bh * T * D,
-              dk.data_ptr<scalar_t>() + bh * T * D);
+          loops.backward(p, qr.data_ptr<scalar_t>() + bh * T * D, kr.data_ptr<scalar_t>() + bh * T * D,
+                         Np ? pk.data_ptr<scalar_t>() + bh * Np * D : nullptr, probs.data_ptr<scalar_t>() + bh * T * WS,
+                         dprobs.data_ptr<scalar_t>() + bh * T * WS, dq.data_ptr<scalar_t>() + bh * T * D,
+                         dk.data_ptr<scalar_t>() + bh * T * D, scratch.data());
       });
     });
     return {dq, dk, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};

@@ -6,17 +6,21 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "mixlab/core/error.h"
 #include "mixlab/core/rope.h"
 #include "mixlab/resolvent/pattern_scores.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
+#include "support/isa_scope.h"
 
 namespace {
 
 using mixlab::ComposedPatternAttentionGuard;
 using mixlab::Pattern;
 using mixlab::pattern_attention;
+using mixlab::PatternAttentionPlainLoopsGuard;
 using mixlab::testing::all_close;
 using torch::Tensor;
 
@@ -135,6 +139,63 @@ TEST(PatternAttention, ChunkAfterStateEqualsComposedAndWhole) {
     auto g2 = torch::autograd::grad({(composed.probs * up).sum()}, {qc, kc});
     EXPECT_TRUE(all_close(g1[0], g2[0], 1e-10, 1e-12)) << spec;
     EXPECT_TRUE(all_close(g1[1], g2[1], 1e-10, 1e-12)) << spec;
+  }
+}
+
+// The vector loops (src/resolvent/pattern_attention_kernels.inc, head dims of whole 64-byte
+// vectors) against the plain loops, for every instruction-set build this CPU runs: forward, the
+// rotated rows and both gradients, float and double, 1, 2 and 3 vectors (the backward's column
+// chunks), patterns with and without offsets (+cache reads a (T,W) index), rows with more slots
+// than one native vector (dense, T 70: the scores' fold tree in several groups), with and without
+// the diagonal and RoPE, strided q, and a chunk that continues a state (keys from the past).
+TEST(PatternAttention, VectorLoopsEqualPlainLoopsEveryIsa) {
+  torch::manual_seed(45);
+  for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
+    mixlab::testing::IsaScope scope(isa);
+    for (auto dtype : {torch::kFloat, torch::kDouble}) {
+      const int64_t lanes = dtype == torch::kFloat ? 16 : 8;
+      const double rtol = dtype == torch::kFloat ? 1e-5 : 1e-12, atol = dtype == torch::kFloat ? 1e-6 : 1e-13;
+      for (int64_t vectors : {1, 2, 3})
+        for (const std::string spec : {"pow2", "square+cache", "dense", "band:3"})
+          for (int64_t T : {1, 9, 70})
+            for (bool diag : {true, false})
+              for (bool past : {false, true}) {
+                const double base = diag ? 10000.0 : 0.0;
+                const auto p = Pattern::parse(spec);
+                const int64_t B = 2, H = 2, D = vectors * lanes, T0 = past ? 11 : 0;
+                auto q = torch::randn({B, T, H, D}, dtype).permute({0, 2, 1, 3}).requires_grad_(true);
+                auto k = torch::randn({B, H, T, D}, dtype).requires_grad_(true);
+                std::optional<mixlab::ResolventState> state;
+                if (past) {
+                  mixlab::ResolventStateLayout layout;
+                  layout.extra_dims = {D};
+                  state.emplace(p, B, H, D, dtype, layout);
+                  auto k0 = torch::randn({B, H, T0, D}, dtype);
+                  state->append(torch::zeros({B, H, T0, D}, dtype), torch::zeros({B, H, T0, D}, dtype), {k0});
+                }
+                const mixlab::ResolventState* st = past ? &*state : nullptr;
+                auto fast = pattern_attention(q, k, p, diag, base, st, past ? 0 : -1);
+                mixlab::PatternAttention plain;
+                {
+                  PatternAttentionPlainLoopsGuard guard;
+                  plain = pattern_attention(q, k, p, diag, base, st, past ? 0 : -1);
+                }
+                const std::string what = isa + " " + c10::toString(dtype) + " D=" + std::to_string(D) + " " + spec +
+                                         " T=" + std::to_string(T) + (diag ? " diag rope" : "") + (past ? " past" : "");
+                ASSERT_TRUE(all_close(fast.probs, plain.probs, rtol, atol)) << what;
+                EXPECT_TRUE(all_close(fast.queries, plain.queries, rtol, atol)) << what;
+                EXPECT_TRUE(all_close(fast.keys, plain.keys, rtol, atol)) << what;
+                auto up = torch::randn_like(fast.probs);
+                auto g1 = torch::autograd::grad({(fast.probs * up).sum()}, {q, k});
+                std::vector<Tensor> g2;
+                {
+                  PatternAttentionPlainLoopsGuard guard;
+                  g2 = torch::autograd::grad({(plain.probs * up).sum()}, {q, k});
+                }
+                EXPECT_TRUE(all_close(g1[0], g2[0], rtol, atol)) << what << " dq";
+                EXPECT_TRUE(all_close(g1[1], g2[1], rtol, atol)) << what << " dk";
+              }
+    }
   }
 }
 

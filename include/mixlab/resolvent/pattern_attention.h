@@ -27,6 +27,9 @@
 // past->extra_slots(past_key_channel) (no gradient to them).
 // ComposedPatternAttentionGuard makes the op compute the composed form instead (queries and keys
 // are then differentiable too): tests compare the two, benchmarks time both.
+// Head dims of whole 64-byte vectors (16 floats, 8 doubles) run vector loops compiled per
+// instruction set (src/resolvent/pattern_attention_kernels.inc; equal to the plain loops to
+// rounding), other head dims the plain loops.
 // Not supported: double backward, GPU.
 #pragma once
 
@@ -47,6 +50,10 @@ struct PatternAttention {
 /// While one is alive on this thread, pattern_attention runs rope_apply → pattern_scores →
 /// pattern_softmax (the form before the fused op).
 using ComposedPatternAttentionGuard = ReferenceGuard<struct PatternAttentionOp>;
+/// While one is alive on this thread, the fused op runs its plain loops (any head dim) instead of
+/// the vector loops it takes for head dims of whole 64-byte vectors: tests compare the two,
+/// benchmarks time both.
+using PatternAttentionPlainLoopsGuard = ReferenceGuard<struct PatternAttentionVectorLoopsOp>;
 
 /// See the file header. rope_base <= 0 disables the rotation. Throws mixlab::Error naming the
 /// argument for bad shapes, dtypes, devices, odd D with RoPE, or a state that does not match.

@@ -1,0 +1,278 @@
+// mixlab/core/native_vectors.h — the vector type of the instruction set a per-ISA kernel is
+// compiled for, its loads and stores, and the lane sums (a transposing fold tree), shared by the
+// kernels written once as `.inc` files and compiled per set (mixlab/core/isa_dispatch.h).
+//
+// Include it only from those files (or code compiled like them): everything here computes in
+// MIXLAB_ISA_VEC_BYTES, the register width of the -m flags the including file is compiled with.
+// The inline namespace is named after that width, so that the AVX2 and AVX-512 objects' copies of
+// these inline templates have their own mangled names and the linker cannot hand one set's code
+// to a caller of another (the generic objects and plain files share the baseline's 16 bytes and
+// flags). No LibTorch header: the per-ISA objects are built without the precompiled one.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "mixlab/core/isa_dispatch.h"
+
+#define MIXLAB_NATIVE_VECTORS_CAT2(a, b) a##b
+#define MIXLAB_NATIVE_VECTORS_CAT(a, b) MIXLAB_NATIVE_VECTORS_CAT2(a, b)
+// bytes16, bytes32 or bytes64: the inline namespace of this file and of the kernels' own row helpers.
+#define MIXLAB_NATIVE_NS MIXLAB_NATIVE_VECTORS_CAT(bytes, MIXLAB_ISA_VEC_BYTES)
+
+namespace mixlab::native {
+inline namespace MIXLAB_NATIVE_NS {
+
+template <typename E>
+struct VecOf {
+  typedef E type __attribute__((vector_size(MIXLAB_ISA_VEC_BYTES)));
+};
+
+// Lanes of one native vector (vector_lanes<E>(), the layout's, is a multiple of it).
+template <typename E>
+constexpr int64_t native_lanes() {
+  return MIXLAB_ISA_VEC_BYTES / static_cast<int64_t>(sizeof(E));
+}
+static_assert(kVectorBytes % MIXLAB_ISA_VEC_BYTES == 0, "the layout's vector is whole native vectors");
+
+template <typename V, typename E>
+inline V load(const E* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <typename V, typename E>
+inline void store(E* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+template <typename V, typename E>
+inline V splat(E x) {
+  return V{} + x;
+}
+
+// The lane sums of N = lanes vectors at once, as one vector (lane s: the sum of acc[s]'s lanes):
+// a transposing tree. One fold takes two vectors whose lanes hold n slots of w partial sums each
+// (a's slots first) to one vector of 2n slots of w/2, adding each slot's two halves; log2(N)
+// levels of such folds leave one lane per slot, in order. N − 1 folds of two shuffles and an add,
+// where one tree per slot costs log2(N) shuffles and adds each and a scalar store: the backward's
+// dα and dβ dots spent most of their time in those (issue 38).
+template <int N, int W, int l, bool kHigh>
+constexpr int fold_lane() {
+  constexpr int half = W / 2, slots_a = N / W, m = l / half, k = l % half;
+  return (m < slots_a ? m * W + k : N + (m - slots_a) * W + k) + (kHigh ? half : 0);
+}
+
+template <typename V, int N, int W, int... ls>
+inline V fold(const V& a, const V& b, std::integer_sequence<int, ls...>) {
+  return __builtin_shufflevector(a, b, fold_lane<N, W, ls, false>()...) +
+         __builtin_shufflevector(a, b, fold_lane<N, W, ls, true>()...);
+}
+
+// acc[0, count) at width W (N / W slots each) folded in place to acc[0, count / 2) at W / 2.
+template <typename V, int N, int W>
+inline void fold_level(V* acc) {
+  if constexpr (W >= 2) {
+    constexpr int count = W;  // N / W slots per vector, N slots in all
+#pragma GCC unroll 16
+    for (int k = 0; k < count / 2; ++k)
+      acc[k] = fold<V, N, W>(acc[2 * k], acc[2 * k + 1], std::make_integer_sequence<int, N>{});
+    fold_level<V, N, W / 2>(acc);
+  }
+}
+
+template <typename V, int N>
+inline V lane_sums(V* acc) {
+  fold_level<V, N, N>(acc);
+  return acc[0];
+}
+
+// out[0, m) += the first m lanes of v.
+template <typename V, typename E>
+inline void add_lanes(E* out, const V& v, int m) {
+  E lanes[sizeof(V) / sizeof(E)];
+  std::memcpy(lanes, &v, sizeof(V));
+  for (int q = 0; q < m; ++q) out[q] += lanes[q];
+}
+
+// The sum of v's lanes: the same folds with v as both halves, lane 0 left with the total.
+template <typename V, int N, int W = N>
+inline V self_folded(const V& v) {
+  if constexpr (W >= 2)
+    return self_folded<V, N, W / 2>(fold<V, N, W>(v, v, std::make_integer_sequence<int, N>{}));
+  else
+    return v;
+}
+
+template <typename V, typename E>
+inline E lane_total(const V& v) {
+  return self_folded<V, static_cast<int>(sizeof(V) / sizeof(E))>(v)[0];
+}
+
+// Below this many slots in a group, a fold tree per slot (2 log2 N shuffles and adds) costs less
+// than lane_sums' N − 1 folds of three.
+template <int N>
+constexpr int per_slot_sums_below() {
+  int log2n = 0;
+  while ((1 << log2n) < N) ++log2n;
+  return log2n == 0 ? 2 : (3 * (N - 1)) / (2 * log2n) + 1;
+}
+
+// out[0, m) += the sums of acc[0, m)'s lanes, by whichever way costs less for m.
+template <typename V, typename E, int N>
+inline void add_sums(E* out, V* acc, int m) {
+  if (m < per_slot_sums_below<N>()) {
+    for (int q = 0; q < m; ++q) out[q] += lane_total<V, E>(acc[q]);
+  } else {
+    add_lanes(out, lane_sums<V, N>(acc), m);
+  }
+}
+
+// The first m (0 <= m <= lanes) elements of p in the low lanes, `fill` in the others; reads only
+// those m elements (a row's tail at the end of a buffer). AVX-512 and AVX2 load under a lane mask;
+// the generic build copies the elements.
+template <typename V, typename E>
+inline V load_partial(const E* p, int64_t m, E fill) {
+  constexpr int n = static_cast<int>(sizeof(V) / sizeof(E));
+#if defined(__AVX512F__)
+  if constexpr (sizeof(V) == 64) {
+    if constexpr (sizeof(E) == 4) {
+      return (V)_mm512_mask_loadu_ps(_mm512_set1_ps(fill), static_cast<__mmask16>((1u << m) - 1u), p);
+    } else {
+      return (V)_mm512_mask_loadu_pd(_mm512_set1_pd(fill), static_cast<__mmask8>((1u << m) - 1u), p);
+    }
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (sizeof(V) == 32) {
+    typedef int64_t VI __attribute__((vector_size(32)));
+    typedef int32_t VI32 __attribute__((vector_size(32)));
+    if constexpr (sizeof(E) == 4) {
+      const VI32 lanes = {0, 1, 2, 3, 4, 5, 6, 7};
+      const VI32 mask = lanes < static_cast<int32_t>(m);
+      const V v = (V)_mm256_maskload_ps(p, (__m256i)mask);
+      return mask ? v : splat<V>(fill);
+    } else {
+      const VI lanes = {0, 1, 2, 3};
+      const VI mask = lanes < m;
+      const V v = (V)_mm256_maskload_pd(p, (__m256i)mask);
+      return mask ? v : splat<V>(fill);
+    }
+  }
+#endif
+  V v = splat<V>(fill);
+  for (int l = 0; l < n; ++l)
+    if (l < m) v[l] = p[l];
+  return v;
+}
+
+// The first m (0 <= m <= lanes) lanes of v to p; writes only those.
+template <typename V, typename E>
+inline void store_partial(E* p, const V& v, int64_t m) {
+  constexpr int n = static_cast<int>(sizeof(V) / sizeof(E));
+#if defined(__AVX512F__)
+  if constexpr (sizeof(V) == 64) {
+    if constexpr (sizeof(E) == 4) {
+      _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << m) - 1u), (__m512)v);
+    } else {
+      _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << m) - 1u), (__m512d)v);
+    }
+    return;
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (sizeof(V) == 32) {
+    if constexpr (sizeof(E) == 4) {
+      typedef int32_t VI32 __attribute__((vector_size(32)));
+      const VI32 lanes = {0, 1, 2, 3, 4, 5, 6, 7};
+      _mm256_maskstore_ps(p, (__m256i)(lanes < static_cast<int32_t>(m)), (__m256)v);
+    } else {
+      typedef int64_t VI __attribute__((vector_size(32)));
+      const VI lanes = {0, 1, 2, 3};
+      _mm256_maskstore_pd(p, (__m256i)(lanes < m), (__m256d)v);
+    }
+    return;
+  }
+#endif
+  for (int l = 0; l < n; ++l)
+    if (l < m) p[l] = v[l];
+}
+
+// Lane l of v swapped with lane l ^ half.
+template <typename V, int half, int... ls>
+inline V swap_lanes(const V& v, std::integer_sequence<int, ls...>) {
+  return __builtin_shufflevector(v, v, (ls ^ half)...);
+}
+
+// Lanes of a vector type.
+template <typename V>
+constexpr int lane_count() {
+  return static_cast<int>(sizeof(V) / sizeof(std::declval<V>()[0]));
+}
+
+template <bool kMax, typename V, int half>
+inline V butterfly(V v) {
+  if constexpr (half >= 1) {
+    const V w = swap_lanes<V, half>(v, std::make_integer_sequence<int, lane_count<V>()>{});
+    return butterfly<kMax, V, half / 2>(kMax ? (v > w ? v : w) : v + w);
+  } else {
+    return v;
+  }
+}
+
+// Every lane the maximum (kMax) or the sum of v's lanes, by a butterfly of log2(lanes) swaps:
+// a row's softmax keeps its maximum and sum as vectors, with no scalar round trip.
+template <bool kMax, typename V>
+inline V lanes_reduced(const V& v) {
+  return butterfly<kMax, V, lane_count<V>() / 2>(v);
+}
+
+template <typename V, typename E>
+inline E hsum(const V& x) {
+  E s = 0;
+  for (size_t l = 0; l < sizeof(V) / sizeof(E); ++l) s += x[l];
+  return s;
+}
+template <typename V, typename E>
+inline E hmax(const V& x) {
+  E s = x[0];
+  for (size_t l = 1; l < sizeof(V) / sizeof(E); ++l) s = x[l] > s ? x[l] : s;
+  return s;
+}
+
+// exp over the lanes (the flash, block and pattern attention kernels' softmax). float: Cephes' expf scheme (x = k ln2
+// + r, a degree-5 polynomial, 2^k through the exponent bits; relative error ~2e-7), exactly 0 below -87 (so the
+// masked scores, -inf, give 0). double: std::exp per lane (the gradient checks run in double).
+inline VecOf<float>::type vexp(VecOf<float>::type x) {
+  using V = VecOf<float>::type;
+  typedef int32_t Vi __attribute__((vector_size(MIXLAB_ISA_VEC_BYTES)));
+  const V lo = splat<V>(-87.0f), hi = splat<V>(88.0f);
+  V xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  V k = xc * 1.44269504088896341f;
+  k = (k + 12582912.0f) - 12582912.0f;  // round to nearest
+  const V r = xc - k * 0.693359375f + k * 2.12194440e-4f;
+  V p = splat<V>(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const V er = p * r * r + r + 1.0f;
+  const Vi bits = (__builtin_convertvector(k, Vi) + 127) << 23;
+  const V e = er * (V)bits;  // a vector cast keeps the bits
+  return x < lo ? V{} : e;
+}
+inline VecOf<double>::type vexp(VecOf<double>::type x) {
+  VecOf<double>::type r;
+  for (size_t l = 0; l < sizeof(r) / sizeof(double); ++l) r[l] = std::exp(x[l]);
+  return r;
+}
+
+}  // namespace MIXLAB_NATIVE_NS
+}  // namespace mixlab::native

@@ -1,0 +1,71 @@
+// mixlab/core/native_vectors.h in this file's build (the baseline's 16-byte vectors): the partial
+// loads and stores touch only their m elements, the butterfly reductions give every lane the
+// maximum or the sum, the transposing lane sums give each slot its own sum, and vexp is exp. The
+// AVX2 and AVX-512 builds of the same templates run inside the kernels that include them (the
+// pattern attention, flash, block attention and resolvent row tests run every set this CPU has).
+#include "mixlab/core/native_vectors.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace {
+
+using namespace mixlab::native;
+
+template <typename E>
+void check_partial_loads_and_stores() {
+  using V = typename VecOf<E>::type;
+  constexpr int64_t L = native_lanes<E>();
+  for (int64_t m = 0; m <= L; ++m) {
+    // m elements, then values a load must not see and a store must not touch.
+    std::vector<E> src(static_cast<size_t>(L), E(-7));
+    for (int64_t l = 0; l < m; ++l) src[static_cast<size_t>(l)] = E(l + 1);
+    const V v = load_partial<V>(src.data(), m, E(42));
+    for (int64_t l = 0; l < L; ++l) EXPECT_EQ(v[l], l < m ? E(l + 1) : E(42)) << "m " << m << " lane " << l;
+    std::vector<E> dst(static_cast<size_t>(L), E(-3));
+    store_partial(dst.data(), splat<V>(E(5)), m);
+    for (int64_t l = 0; l < L; ++l) EXPECT_EQ(dst[static_cast<size_t>(l)], l < m ? E(5) : E(-3)) << "m " << m;
+  }
+}
+
+TEST(NativeVectors, PartialLoadsAndStoresTouchOnlyTheirElements) {
+  check_partial_loads_and_stores<float>();
+  check_partial_loads_and_stores<double>();
+}
+
+TEST(NativeVectors, ReductionsAndLaneSums) {
+  using V = VecOf<float>::type;
+  constexpr int N = static_cast<int>(native_lanes<float>());
+  V v;
+  for (int l = 0; l < N; ++l) v[l] = static_cast<float>((l * 5) % N) - 1.5f;
+  const V top = lanes_reduced<true>(v), sum = lanes_reduced<false>(v);
+  float want_top = v[0], want_sum = 0;
+  for (int l = 0; l < N; ++l) want_top = std::max(want_top, v[l]), want_sum += v[l];
+  for (int l = 0; l < N; ++l) {
+    EXPECT_EQ(top[l], want_top);
+    EXPECT_FLOAT_EQ(sum[l], want_sum);
+  }
+  V acc[N];
+  for (int s = 0; s < N; ++s)
+    for (int l = 0; l < N; ++l) acc[s][l] = static_cast<float>(s * 100 + l);
+  const V sums = lane_sums<V, N>(acc);
+  for (int s = 0; s < N; ++s) EXPECT_FLOAT_EQ(sums[s], static_cast<float>(s * 100 * N + N * (N - 1) / 2)) << s;
+}
+
+TEST(NativeVectors, VexpIsExpAndZeroFarBelow) {
+  using V = VecOf<float>::type;
+  constexpr int N = static_cast<int>(native_lanes<float>());
+  for (float x0 : {-80.0f, -10.0f, -1.0f, 0.0f, 3.0f, 80.0f}) {
+    V x;
+    for (int l = 0; l < N; ++l) x[l] = x0 + 0.37f * static_cast<float>(l);
+    const V e = vexp(x);
+    for (int l = 0; l < N; ++l) EXPECT_NEAR(e[l], std::exp(x[l]), 4e-7f * std::exp(x[l])) << x[l];
+  }
+  const V e = vexp(splat<V>(-std::numeric_limits<float>::infinity()));
+  for (int l = 0; l < N; ++l) EXPECT_EQ(e[l], 0.0f);
+}
+
+}  // namespace
