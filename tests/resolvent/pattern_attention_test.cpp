@@ -143,7 +143,9 @@ TEST(PatternAttention, ChunkAfterStateEqualsComposedAndWhole) {
 }
 
 // The vector loops (src/resolvent/pattern_attention_kernels.inc, head dims of whole 64-byte
-// vectors) against the plain loops, for every instruction-set build this CPU runs: forward, the
+// vectors; built as pattern_attention_kernels_generic.cpp, pattern_attention_kernels_avx2.cpp and
+// pattern_attention_kernels_avx512.cpp, each run below through MIXLAB_CPU_ISA) against the plain
+// loops, for every instruction-set build this CPU runs: forward, the
 // rotated rows and both gradients, float and double, 1, 2 and 3 vectors (the backward's column
 // chunks), patterns with and without offsets (+cache reads a (T,W) index), rows with more slots
 // than one native vector (dense, T 70: the scores' fold tree in several groups), with and without
