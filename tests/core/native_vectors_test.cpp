@@ -1,6 +1,7 @@
 // mixlab/core/native_vectors.h in this file's build (the baseline's 16-byte vectors): the partial
 // loads and stores touch only their m elements, the butterfly reductions give every lane the
-// maximum or the sum, the transposing lane sums give each slot its own sum, and vexp is exp. The
+// maximum or the sum, the transposing lane sums give each slot its own sum (few_lane_sums the
+// same sums as one tree per vector), and vexp is exp. The
 // AVX2 and AVX-512 builds of the same templates run inside the kernels that include them (the
 // pattern attention, flash, block attention and resolvent row tests run every set this CPU has).
 #include "mixlab/core/native_vectors.h"
@@ -53,6 +54,28 @@ TEST(NativeVectors, ReductionsAndLaneSums) {
     for (int l = 0; l < N; ++l) acc[s][l] = static_cast<float>(s * 100 + l);
   const V sums = lane_sums<V, N>(acc);
   for (int s = 0; s < N; ++s) EXPECT_FLOAT_EQ(sums[s], static_cast<float>(s * 100 * N + N * (N - 1) / 2)) << s;
+}
+
+// few_lane_sums<V, R>: lane r is lane_total(acc[r]) bit for bit (the same halves-first order),
+// for every power of two R up to the lanes; values of mixed size so that the order shows.
+template <typename E, int R>
+void check_few_lane_sums() {
+  using V = typename VecOf<E>::type;
+  constexpr int N = lane_count<V>();
+  V acc[R], copy[R];
+  for (int r = 0; r < R; ++r)
+    for (int l = 0; l < N; ++l) acc[r][l] = E(1) / E(3 + 7 * r + l) * (l % 2 ? E(1e4) : E(-1));
+  for (int r = 0; r < R; ++r) copy[r] = acc[r];
+  const V sums = few_lane_sums<V, R>(copy);
+  for (int r = 0; r < R; ++r) EXPECT_EQ(sums[r], (lane_total<V, E>(acc[r]))) << "R " << R << " row " << r;
+}
+
+TEST(NativeVectors, FewLaneSumsEqualEachRowsTotal) {
+  check_few_lane_sums<float, 1>();
+  check_few_lane_sums<float, 2>();
+  check_few_lane_sums<float, native_lanes<float>()>();
+  check_few_lane_sums<double, 1>();
+  check_few_lane_sums<double, native_lanes<double>()>();
 }
 
 TEST(NativeVectors, VexpIsExpAndZeroFarBelow) {

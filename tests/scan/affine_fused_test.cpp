@@ -196,16 +196,18 @@ std::vector<at::Tensor> diag_grads(const Case& c, bool with_init, int64_t chunk)
 }
 
 // The fused backward against the composition's autograd, in float on every instruction set:
-// lengths around 32 tokens, lane tails (Dk 83 = 64 + 16 + 3), value widths 1, 5, 8 and 19, gate
-// kinds. The delta rule's backward keeps a block of rows of D^T in registers when Dk is 1, 2, 4
-// or 8 whole vectors: Dk 16, 32, 64 and 128 reach each of those on some instruction set, with
-// value widths that leave whole blocks and a tail.
+// lengths around 32 tokens, lane tails (Dk 83 = 64 + 16 + 3), value widths 1, 5, 8, 19 and 40,
+// gate kinds. dv sums its rows' lanes a vector's lanes of rows at a time: Dv 19 and 40 at Dk 16
+// and 32 give whole groups and a tail at 8 and 16 lanes. The delta rule's backward keeps a block
+// of rows of D^T in registers when Dk is 1, 2, 4 or 8 whole vectors: Dk 16, 32, 64 and 128 reach
+// each of those on some instruction set, with value widths that leave whole blocks and a tail.
 TEST(FusedAffine, DiagDecayBackwardEqualsCompositionOnEveryIsa) {
   uint64_t seed = 300;
   for (const auto& isa : testing::isas_this_cpu_runs()) {
     IsaScope scope(isa);
     for (int64_t T : {1, 31, 32, 33, 100}) {
-      for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}, {9, 8}}) {
+      for (auto [Dk, Dv] :
+           std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}, {9, 8}, {16, 19}, {32, 40}}) {
         for (int kind : {0, 1, 2}) {
           for (bool with_init : {false, true}) {
             const std::string what = isa + " T=" + std::to_string(T) + " Dk=" + std::to_string(Dk) +

@@ -56,6 +56,12 @@ inline V splat(E x) {
   return V{} + x;
 }
 
+// Lanes of a vector type.
+template <typename V>
+constexpr int lane_count() {
+  return static_cast<int>(sizeof(V) / sizeof(std::declval<V>()[0]));
+}
+
 // The lane sums of N = lanes vectors at once, as one vector (lane s: the sum of acc[s]'s lanes):
 // a transposing tree. One fold takes two vectors whose lanes hold n slots of w partial sums each
 // (a's slots first) to one vector of 2n slots of w/2, adding each slot's two halves; log2(N)
@@ -74,21 +80,21 @@ inline V fold(const V& a, const V& b, std::integer_sequence<int, ls...>) {
          __builtin_shufflevector(a, b, fold_lane<N, W, ls, true>()...);
 }
 
-// acc[0, count) at width W (N / W slots each) folded in place to acc[0, count / 2) at W / 2.
-template <typename V, int N, int W>
-inline void fold_level(V* acc) {
-  if constexpr (W >= 2) {
-    constexpr int count = W;  // N / W slots per vector, N slots in all
+// acc[0, count) at width W (N / W slots each) folded in place, level by level, to acc[0] (count
+// N / W slots at width W / count).
+template <typename V, int N, int W, int count>
+inline void fold_levels(V* acc) {
+  if constexpr (count >= 2) {
 #pragma GCC unroll 16
     for (int k = 0; k < count / 2; ++k)
       acc[k] = fold<V, N, W>(acc[2 * k], acc[2 * k + 1], std::make_integer_sequence<int, N>{});
-    fold_level<V, N, W / 2>(acc);
+    fold_levels<V, N, W / 2, count / 2>(acc);
   }
 }
 
 template <typename V, int N>
 inline V lane_sums(V* acc) {
-  fold_level<V, N, N>(acc);
+  fold_levels<V, N, N, N>(acc);
   return acc[0];
 }
 
@@ -112,6 +118,19 @@ inline V self_folded(const V& v) {
 template <typename V, typename E>
 inline E lane_total(const V& v) {
   return self_folded<V, static_cast<int>(sizeof(V) / sizeof(E))>(v)[0];
+}
+
+// The lane sums of R vectors (R a power of two, at most N = lanes) in lanes [0, R) of one vector:
+// lane_sums' folds until one vector holds the R slots (at width N / R), then that vector folded
+// with itself until each slot is one lane. Each sum adds its lanes in lane_total's order (halves
+// first), so lane r equals lane_total(acc[r]) bit for bit; for R = 4 of 16 lanes it costs 5 folds
+// of three instructions, where 4 trees cost 16 shuffles and 16 adds.
+template <typename V, int R>
+inline V few_lane_sums(V* acc) {
+  constexpr int N = lane_count<V>();
+  static_assert(R >= 1 && R <= N && (R & (R - 1)) == 0, "R: a power of two, at most the lanes");
+  fold_levels<V, N, N, R>(acc);
+  return self_folded<V, N, N / R>(acc[0]);
 }
 
 // Below this many slots in a group, a fold tree per slot (2 log2 N shuffles and adds) costs less
@@ -207,12 +226,6 @@ inline void store_partial(E* p, const V& v, int64_t m) {
 template <typename V, int half, int... ls>
 inline V swap_lanes(const V& v, std::integer_sequence<int, ls...>) {
   return __builtin_shufflevector(v, v, (ls ^ half)...);
-}
-
-// Lanes of a vector type.
-template <typename V>
-constexpr int lane_count() {
-  return static_cast<int>(sizeof(V) / sizeof(std::declval<V>()[0]));
 }
 
 template <bool kMax, typename V, int half>
