@@ -1,9 +1,9 @@
 // mixlab/core/native_vectors.h in this file's build (the baseline's 16-byte vectors): the partial
 // loads and stores touch only their m elements, the butterfly reductions give every lane the
 // maximum or the sum, the transposing lane sums give each slot its own sum (few_lane_sums the
-// same sums as one tree per vector), and vexp is exp. The
-// AVX2 and AVX-512 builds of the same templates run inside the kernels that include them (the
-// pattern attention, flash, block attention and resolvent row tests run every set this CPU has).
+// same sums as one tree per vector), and vexp is exp. The AVX2 and AVX-512 builds of the same
+// templates run inside the kernels that include them (the pattern attention, flash, block
+// attention, resolvent row and fused affine tests run every set this CPU has).
 #include "mixlab/core/native_vectors.h"
 
 #include <gtest/gtest.h>
