@@ -1,9 +1,10 @@
 // mixlab/core/native_vectors.h in this file's build (the baseline's 16-byte vectors): the partial
 // loads and stores touch only their m elements, the butterfly reductions give every lane the
 // maximum or the sum, the transposing lane sums give each slot its own sum (few_lane_sums the
-// same sums as one tree per vector), and vexp is exp. The AVX2 and AVX-512 builds of the same
-// templates run inside the kernels that include them (the pattern attention, flash, block
-// attention, resolvent row and fused affine tests run every set this CPU has).
+// same sums as one tree per vector), transpose_square transposes, and vexp is exp. The AVX2 and
+// AVX-512 builds of the same templates run inside the kernels that include them (the pattern
+// attention, flash, block attention, resolvent row and fused affine tests run every set this CPU
+// has).
 #include "mixlab/core/native_vectors.h"
 
 #include <gtest/gtest.h>
@@ -76,6 +77,24 @@ TEST(NativeVectors, FewLaneSumsEqualEachRowsTotal) {
   check_few_lane_sums<float, native_lanes<float>()>();
   check_few_lane_sums<double, 1>();
   check_few_lane_sums<double, native_lanes<double>()>();
+}
+
+// transpose_square: row r lane c goes to row c lane r, every element exactly once.
+template <typename E>
+void check_transpose_square() {
+  using V = typename VecOf<E>::type;
+  constexpr int N = lane_count<V>();
+  V m[N];
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < N; ++c) m[r][c] = E(100 * r + c);
+  transpose_square(m);
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < N; ++c) EXPECT_EQ(m[r][c], E(100 * c + r)) << "row " << r << " lane " << c;
+}
+
+TEST(NativeVectors, TransposeSquareTransposes) {
+  check_transpose_square<float>();
+  check_transpose_square<double>();
 }
 
 TEST(NativeVectors, VexpIsExpAndZeroFarBelow) {

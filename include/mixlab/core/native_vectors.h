@@ -133,6 +133,36 @@ inline V few_lane_sums(V* acc) {
   return self_folded<V, N, N / R>(acc[0]);
 }
 
+// One stage of an in-register transpose: rows i and i + h (bit h of i clear) swap the lanes whose
+// index has bit h set in one row and clear in the other. After the stages h = N/2, ..., 1 every
+// element (r, c) has had each differing bit of r and c exchanged: it sits at (c, r).
+template <typename V, int h, int... ls>
+inline void swap_blocks(V& a, V& b, std::integer_sequence<int, ls...>) {
+  constexpr int N = sizeof...(ls);
+  const V lo = __builtin_shufflevector(a, b, ((ls & h) ? N + (ls ^ h) : ls)...);
+  const V hi = __builtin_shufflevector(a, b, ((ls & h) ? N + ls : (ls ^ h))...);
+  a = lo;
+  b = hi;
+}
+
+template <typename V, int h>
+inline void transpose_stages(V* m) {
+  if constexpr (h >= 1) {
+    constexpr int N = lane_count<V>();
+#pragma GCC unroll 16
+    for (int i = 0; i < N; ++i)
+      if (!(i & h)) swap_blocks<V, h>(m[i], m[i + h], std::make_integer_sequence<int, N>{});
+    transpose_stages<V, h / 2>(m);
+  }
+}
+
+// m[0, N) (N = lanes; row r = m[r]) transposed in place, in registers: N log2(N) two-vector
+// shuffles (64 for 16 lanes), where element by element a 16 x 16 block is 256 loads and stores.
+template <typename V>
+inline void transpose_square(V* m) {
+  transpose_stages<V, lane_count<V>() / 2>(m);
+}
+
 // Below this many slots in a group, a fold tree per slot (2 log2 N shuffles and adds) costs less
 // than lane_sums' N − 1 folds of three.
 template <int N>
