@@ -163,6 +163,34 @@ inline void transpose_square(V* m) {
   transpose_stages<V, lane_count<V>() / 2>(m);
 }
 
+// bt (cols x rows_p, rows_p apart) = rows [0, rows) of x (x_row apart, cols columns) transposed,
+// zero in columns [rows, rows_p). Whole blocks of lanes x lanes go through transpose_square; the
+// attention kernels transpose each head's keys and values with it once per call (element by
+// element it was a tenth of local:64's forward+backward at T 4096).
+template <typename E>
+void transpose_padded(const E* x, int64_t x_row, int64_t rows, int64_t rows_p, int64_t cols, E* bt) {
+  using V = typename VecOf<E>::type;
+  constexpr int64_t L = native_lanes<E>();
+  int64_t j0 = 0;
+  for (; j0 + L <= rows; j0 += L) {
+    int64_t d0 = 0;
+    for (; d0 + L <= cols; d0 += L) {
+      V m[L];
+#pragma GCC unroll 16
+      for (int64_t l = 0; l < L; ++l) m[l] = load<V>(x + (j0 + l) * x_row + d0);
+      transpose_square(m);
+#pragma GCC unroll 16
+      for (int64_t l = 0; l < L; ++l) store(bt + (d0 + l) * rows_p + j0, m[l]);
+    }
+    for (; d0 < cols; ++d0)
+      for (int64_t j = j0; j < j0 + L; ++j) bt[d0 * rows_p + j] = x[j * x_row + d0];
+  }
+  for (int64_t j = j0; j < rows; ++j)
+    for (int64_t d = 0; d < cols; ++d) bt[d * rows_p + j] = x[j * x_row + d];
+  for (int64_t d = 0; d < cols; ++d)
+    for (int64_t j = rows; j < rows_p; ++j) bt[d * rows_p + j] = E(0);
+}
+
 // Below this many slots in a group, a fold tree per slot (2 log2 N shuffles and adds) costs less
 // than lane_sums' N − 1 folds of three.
 template <int N>
