@@ -430,6 +430,15 @@ TEST(TrainTasksMad, PresetMadHasEveryTaskAndOneMixerPerFamily) {
     EXPECT_EQ(c.task.vocab, config_default_vocab(task));
     EXPECT_EQ(c.task.length, config_default_length(task));
     EXPECT_FALSE(c.task.curriculum);
+    // MAD's model (mad-lab: dim 128, 16 heads, no weight decay), with which attention leaves
+    // the recall plateau; warmup and evaluations fit the shortest budgets.
+    EXPECT_EQ(c.d_model, 128);
+    EXPECT_EQ(c.heads, 16);
+    EXPECT_EQ(c.weight_decay, 0.0);
+    EXPECT_LE(c.warmup, c.steps / 10);
+    EXPECT_GT(c.eval_every, 0);
+    EXPECT_LE(c.eval_every, c.steps / 4);
+    EXPECT_EQ(c.stop_at, 0.99);
     // A task-only override reaches its task only.
     const TrainConfig o = compare_config("mad", task, "attention", {{"noise_frac", 0.4}});
     EXPECT_EQ(o.task.noise_frac, task == "mad_noisy_recall" ? 0.4 : TaskSpec{}.noise_frac);
