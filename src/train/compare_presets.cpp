@@ -16,8 +16,9 @@ using json = nlohmann::json;
 // Preset mad: steps per task, from attention's runs at the tasks' default sizes with MAD's model
 // (docs/log/results-2026-11.md, "The MAD recall tasks with MAD's model ..."): memorization,
 // compression and induction pass 90 % within 300 steps, selective copying by 1000 (99 % at 3000);
-// attention leaves the recall plateau near step 4000-5500 (mad_recall) and 9500 (noisy recall),
-// so those budgets leave room for slower mixers; fuzzy recall still climbs at its cap.
+// attention leaves the recall plateau near step 4000-5500 (mad_recall) and 9500-10000 (noisy
+// recall) and passes 90 % on fuzzy recall near step 9000, so those budgets leave room for slower
+// mixers.
 int64_t mad_steps(const std::string& task) {
   if (task == "mad_memorization" || task == "mad_compression" || task == "induction") return 500;
   if (task == "selective_copy") return 3000;
@@ -154,7 +155,7 @@ json preset_json(const std::string& preset, const std::string& task) {
     // task's own vocabulary and length (config.cpp) and MAD's model for every mixer (mad-lab
     // configs: dim 128, 16 heads, 2 mixer blocks; weight decay 0, one of its sweep's two), one lr
     // for all: 1e-3, the top of MAD's sweep. With this project's default model (d_model 64,
-    // 4 heads, weight decay 0.1) attention stayed on every recall task's plateau for 12000-30000
+    // 4 heads, weight decay 0.1) attention stayed on the recall tasks' plateau for 2000-18000
     // steps; with MAD's it leaves it (docs/log/results-2026-11.md, "The MAD recall tasks ...").
     // A run stops at 99 % held-out answers (MAD trains to a fixed budget; this only saves time).
     const auto tasks = compare_preset_tasks("mad");
