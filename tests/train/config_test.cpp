@@ -269,6 +269,12 @@ TEST(TrainConfig, ComparePresetPerMixerSettings) {
   EXPECT_DOUBLE_EQ(t1.stop_at, 0.0);
   EXPECT_EQ(t1.eval_every, 2000);
   EXPECT_EQ(compare_config("table1", "recall", "local:8", json::object()).steps, 8000);
+  // table1's multihop keeps its rate until the late plateau break (wsd); recall and copy stay cosine.
+  const TrainConfig t1m = compare_config("table1", "multihop", "resolvent:dense", json::object());
+  EXPECT_EQ(t1m.schedule, "wsd");
+  EXPECT_EQ(t1m.steps, 16000);
+  EXPECT_DOUBLE_EQ(t1m.stop_at, 0.0);
+  EXPECT_EQ(compare_config("table1", "copy", "resolvent:dense", json::object()).schedule, "cosine");
   EXPECT_EQ(compare_preset_tasks("default"), (std::vector<std::string>{"copy", "recall"}));
   EXPECT_EQ(compare_preset_tasks("table1"), (std::vector<std::string>{"copy", "recall", "multihop"}));
   EXPECT_EQ(compare_preset_tasks("psm"), (std::vector<std::string>{"s5", "recall"}));

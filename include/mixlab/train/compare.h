@@ -22,9 +22,10 @@
 //            chance: compare_presets.cpp has the evidence). multihop, when named: 600 steps at
 //            lr 3e-3, warmup 60 (on the plateau; table1 passes it)
 //   table1   seed 000 Table 1's copy, recall and multihop results on this CPU (docs/log/results-2026-11.md,
-//            "Seed 000 Table 1 on a CPU"): the default's model and copy; recall 8000 steps and multihop
-//            16000 at lr 1e-3, warmup 300 (attention does not leave the MQAR plateau at 3e-3 with
-//            batch 32), held-out accuracy every 2000 steps in the run's metrics; <= 60 min on 2 cores
+//            "Seed 000 Table 1 on a CPU"): the default's model and copy; recall 8000 steps (cosine)
+//            and multihop 16000 (wsd: its plateau breaks late) at lr 1e-3, warmup 300 (attention does
+//            not leave the MQAR plateau at 3e-3 with batch 32), held-out accuracy every 2000 steps in
+//            the run's metrics; <= 60 min on 2 cores
 //   default, task lm: Brown bytes (mixlab/train/task_lm.h), window T = 128, 2 layers, 4 heads,
 //            batch 16, lr 3e-3, evaluated on the first 16384 valid tokens with stride 64. The
 //            width is matched per mixer (compare_matched_d_model): every mixer gets the d_model
