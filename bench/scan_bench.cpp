@@ -1,7 +1,8 @@
 // Benchmarks of the affine-recurrence layers (mixlab/scan/affine_mixer.h): forward and
 // forward+backward time vs T for the chunked, recurrent and scan forms; decode time per token
 // and decode state bytes; causal softmax attention (plain torch, same projections) as the
-// quadratic baseline. Shapes: B = 1, C = 128, H = 2 (D = 64), chunk 64.
+// quadratic baseline. Shapes: B = 1, C = 128, H = 2 (D = 64), chunk 64. BM_DiagBackwardChunks: the
+// diagonal decay's backward kernel alone, by the chunks it walks.
 // The slow forms are capped: recurrent T <= 4096, scan form T <= 1024, attention T <= 8192
 // (its (T,T) scores: 8192^2 x 2 heads x 4 B = 512 MiB).
 #include <benchmark/benchmark.h>
@@ -11,7 +12,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "../src/scan/affine_fused_kernels.h"
+#include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/threads.h"
 #include "mixlab/scan/affine_mixer.h"
 
@@ -113,6 +119,67 @@ BENCHMARK(BM_Kernel)
     ->ArgsProduct({{0, 1, 2}, {0}, {1024, 4096}, {0, 1}, {32, 64}, {0}})
     ->ArgsProduct({{0, 1, 2}, {0}, {1024, 4096}, {0}, {64}, {1}})
     ->ArgsProduct({{0, 1, 2}, {1}, {1024, 4096}, {0, 1}, {0}, {0}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The diagonal decay's backward kernel alone on raw rows, chunk by chunk from the forward's
+// checkpoints as the library runs it, or over the whole sequence from one checkpoint (chunk 0: how
+// it ran before 2026-11-29), in one binary on the same buffers, so that the two differ in the
+// walk order only (affine_fused_kernels.h, checkpoint_every). args: gate (0 scalar, 1 per key), T,
+// chunk (0: the whole sequence). B H = 4 heads of Dk = Dv = 64, float, one thread.
+void BM_DiagBackwardChunks(benchmark::State& state) {
+  namespace f = mixlab::detail::affine_fused;
+  using Backward = void (*)(const f::DiagDecayGradRows<float>&);
+  using Forward = void (*)(const f::DiagDecayRows<float>&);
+#define MIXLAB_BENCH_DIAG(ns) std::pair<Forward, Backward>(f::ns::diag_decay, f::ns::diag_decay_backward)
+  const auto [forward, backward] = MIXLAB_ISA_SELECT(mixlab::cpu_isa(), MIXLAB_BENCH_DIAG);
+#undef MIXLAB_BENCH_DIAG
+  const bool scalar = state.range(0) == 0;
+  const int64_t T = state.range(1), chunk = state.range(2) == 0 ? T : state.range(2), BH = 4, D = 64;
+  const int64_t chunks = f::checkpoint_count(T, chunk), a_row = scalar ? 1 : D;
+  torch::manual_seed(0);
+  auto q = torch::randn({BH, T, D}) / 8, k = torch::randn({BH, T, D}) / 8, v = torch::randn({BH, T, D});
+  auto a = torch::rand({BH, T, a_row}) * 0.1 + 0.9, grad_out = torch::randn({BH, T, D});
+  auto out = torch::empty({BH, T, D}), state0 = torch::zeros({BH, D, D});
+  // Checkpoints for the smallest chunk, whatever this row's: every row has the same buffers.
+  auto checkpoints = torch::empty({BH, f::checkpoint_count(T, 16), D, D});
+  auto dq = torch::empty({BH, T, D}), dk = torch::empty({BH, T, D}), dv = torch::empty({BH, T, D});
+  auto dg = torch::empty({BH, T, a_row}), grad_state = torch::empty({BH, D, D});
+  std::vector<float> P(D * D), dstate(D * D), running(D), lanes(D * 16);
+  float* cp = checkpoints.data_ptr<float>();
+  for (int64_t bh = 0; bh < BH; ++bh)
+    forward({q[bh].data_ptr<float>(), k[bh].data_ptr<float>(), v[bh].data_ptr<float>(), a[bh].data_ptr<float>(), scalar,
+             out[bh].data_ptr<float>(), state0[bh].data_ptr<float>(), T, D, D, cp + bh * chunks * D * D, chunk});
+  for (auto _ : state) {
+    grad_state.zero_();
+    for (int64_t bh = 0; bh < BH; ++bh)
+      backward({q[bh].data_ptr<float>(),
+                k[bh].data_ptr<float>(),
+                v[bh].data_ptr<float>(),
+                a[bh].data_ptr<float>(),
+                scalar,
+                cp + bh * chunks * D * D,
+                chunk,
+                grad_out[bh].data_ptr<float>(),
+                grad_state[bh].data_ptr<float>(),
+                dq[bh].data_ptr<float>(),
+                dk[bh].data_ptr<float>(),
+                dv[bh].data_ptr<float>(),
+                dg[bh].data_ptr<float>(),
+                P.data(),
+                dstate.data(),
+                running.data(),
+                lanes.data(),
+                T,
+                D,
+                D});
+    benchmark::DoNotOptimize(dq.data_ptr<float>());
+  }
+  state.SetLabel(std::string(scalar ? "scalar gate" : "per-key gate") +
+                 (state.range(2) == 0 ? "/whole sequence" : "/chunks of " + std::to_string(chunk)));
+}
+BENCHMARK(BM_DiagBackwardChunks)
+    ->ArgsProduct({{0, 1}, {1024, 4096, 16384}, {0, 64, 256}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

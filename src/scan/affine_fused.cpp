@@ -57,19 +57,31 @@ bool needs_no_gradient(std::initializer_list<const at::Tensor*> inputs) {
   return true;
 }
 
+// The training forwards' checkpoints (affine_fused::checkpoint_every): the state before each chunk
+// of `chunk` tokens, (B, H, chunks, Dk, Dv).
+int64_t checkpoint_chunk(const AffineDims& d, const at::Tensor& q) {
+  return affine_fused::checkpoint_every(d.Dk, d.Dv, static_cast<int64_t>(q.element_size()));
+}
+at::Tensor checkpoint_buffer(const AffineDims& d, const at::Tensor& q) {
+  return torch::empty({d.B, d.H, affine_fused::checkpoint_count(d.T, checkpoint_chunk(d, q)), d.Dk, d.Dv}, q.options());
+}
+
 // The forward over contiguous q, k, v and decay factors a ((B,H,T) with scalar_gate, else
-// (B,H,T,Dk)).
+// (B,H,T,Dk)); with `checkpoints` (checkpoint_buffer) it saves the states the backward starts from.
 std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
                                                    const at::Tensor& v, const at::Tensor& a, bool scalar_gate,
-                                                   const at::Tensor& s0) {
+                                                   const at::Tensor& s0, at::Tensor* checkpoints = nullptr) {
   auto [out, state] = outputs(d, q, s0);
   const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv;
+  const int64_t chunk = checkpoint_chunk(d, q), chunks = affine_fused::checkpoint_count(T, chunk);
+  if (checkpoints) *checkpoints = checkpoint_buffer(d, q);
   const int64_t a_row = scalar_gate ? 1 : Dk;
   const Isa chosen = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "diag_decay_fused", [&] {
     const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>(),
                    *ap = a.data_ptr<scalar_t>();
     scalar_t *op = out.data_ptr<scalar_t>(), *sp = state.data_ptr<scalar_t>();
+    scalar_t* cp = checkpoints ? checkpoints->data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
       for (int64_t bh = begin; bh < end; ++bh) {
         affine_fused::DiagDecayRows<scalar_t> rows{qp + bh * T * Dk,
@@ -81,7 +93,9 @@ std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at
                                                    sp + bh * Dk * Dv,
                                                    T,
                                                    Dk,
-                                                   Dv};
+                                                   Dv,
+                                                   cp ? cp + bh * chunks * Dk * Dv : nullptr,
+                                                   chunk};
         kernels_for<scalar_t>(chosen).diag(rows);
       }
     });
@@ -103,10 +117,11 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
     const bool scalar_gate = g.dim() == 3;
     auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
     auto a = g.exp().contiguous();
-    // The backward needs only S_{-1} (affine_fused_kernels.h): no checkpoints.
+    // The backward needs the state before each chunk of tokens (affine_fused_kernels.h).
     const at::Tensor init = s0.numel() > 0 ? s0.contiguous() : at::Tensor();
-    auto [out, state] = diag_forward_raw(d, qc, kc, vc, a, scalar_gate, init);
-    ctx->save_for_backward({qc, kc, vc, a, init.defined() ? init : torch::empty({0}, q.options())});
+    at::Tensor checkpoints;
+    auto [out, state] = diag_forward_raw(d, qc, kc, vc, a, scalar_gate, init, &checkpoints);
+    ctx->save_for_backward({qc, kc, vc, a, checkpoints});
     ctx->saved_data["has_s0"] = s0.numel() > 0;
     return {out, state};
   }
@@ -116,9 +131,10 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
                  "diag_decay (fused): double backward (create_graph=true) is not supported by the fused kernel; "
                  "run the call under mixlab::ComposedAffineGuard");
     auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &a = saved[3], &init = saved[4];
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &a = saved[3], &checkpoints = saved[4];
     const bool scalar_gate = a.dim() == 3, has_s0 = ctx->saved_data["has_s0"].toBool();
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Dk = q.size(3), Dv = v.size(3);
+    const int64_t chunk = checkpoint_chunk(AffineDims{B, H, T, Dk, Dv}, q), chunks = checkpoints.size(2);
     auto grad_out = grads[0].defined() ? grads[0].contiguous() : torch::zeros({B, H, T, Dv}, q.options());
     auto grad_state = grads[1].defined() ? grads[1].contiguous().clone() : torch::zeros({B, H, Dk, Dv}, q.options());
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v), dg = torch::empty_like(a);
@@ -130,12 +146,27 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
         std::vector<E> P(static_cast<size_t>(Dk * Dv)), dstate(static_cast<size_t>(Dk * Dv)),
             running(static_cast<size_t>(Dk)), dv_lanes(static_cast<size_t>(Dv * (kVectorBytes / sizeof(E))));
         for (int64_t bh = begin; bh < end; ++bh) {
-          kernels_for<E>(chosen).diag_backward(affine_fused::DiagDecayGradRows<E>{
-              q.data_ptr<E>() + bh * T * Dk, k.data_ptr<E>() + bh * T * Dk, v.data_ptr<E>() + bh * T * Dv,
-              a.data_ptr<E>() + bh * T * a_row, scalar_gate, has_s0 ? init.data_ptr<E>() + bh * Dk * Dv : nullptr,
-              grad_out.data_ptr<E>() + bh * T * Dv, grad_state.data_ptr<E>() + bh * Dk * Dv,
-              dq.data_ptr<E>() + bh * T * Dk, dk.data_ptr<E>() + bh * T * Dk, dv.data_ptr<E>() + bh * T * Dv,
-              dg.data_ptr<E>() + bh * T * a_row, P.data(), dstate.data(), running.data(), dv_lanes.data(), T, Dk, Dv});
+          kernels_for<E>(chosen).diag_backward(
+              affine_fused::DiagDecayGradRows<E>{q.data_ptr<E>() + bh * T * Dk,
+                                                 k.data_ptr<E>() + bh * T * Dk,
+                                                 v.data_ptr<E>() + bh * T * Dv,
+                                                 a.data_ptr<E>() + bh * T * a_row,
+                                                 scalar_gate,
+                                                 checkpoints.data_ptr<E>() + bh * chunks * Dk * Dv,
+                                                 chunk,
+                                                 grad_out.data_ptr<E>() + bh * T * Dv,
+                                                 grad_state.data_ptr<E>() + bh * Dk * Dv,
+                                                 dq.data_ptr<E>() + bh * T * Dk,
+                                                 dk.data_ptr<E>() + bh * T * Dk,
+                                                 dv.data_ptr<E>() + bh * T * Dv,
+                                                 dg.data_ptr<E>() + bh * T * a_row,
+                                                 P.data(),
+                                                 dstate.data(),
+                                                 running.data(),
+                                                 dv_lanes.data(),
+                                                 T,
+                                                 Dk,
+                                                 Dv});
         }
       });
     });
