@@ -5,7 +5,12 @@
 //   deltanet's q, k, beta, and alpha_t = exp(-exp(A_log_h) softplus(w_a x_t + dt_bias_h)),
 //   y_t = rms_norm(S_t^T q_t) * silu(W_g x_t)
 // Registers gate_proj (C -> H*Dv, no bias), alpha_proj (C -> H, no bias), beta_proj (C -> H, with
-// bias), then the parameters A_log (H) = log U(1, 16) (one uniform_ draw) and dt_bias (H) = 0.
+// bias), then the parameters A_log (H) = log U(0, 16) (one uniform_ draw) and dt_bias (H) with
+// softplus(dt_bias) log-uniform in [1e-3, 1e-1], fla's GatedDeltaNet initialisation. Until
+// 2026-11-29 A was U(1, 16) and dt_bias 0, so every head started with Δ = ln 2 and kept at most
+// half of its state per token: at MAD's model gated DeltaNet then stayed at the uniform loss on
+// induction and compression for 4000 steps, where DeltaNet solved induction in 500
+// (docs/log/results-2026-11.md). Checkpoints keep their saved A_log and dt_bias.
 #include "affine_member.h"
 
 namespace mixlab::detail::affine_member {
@@ -18,8 +23,8 @@ class GatedDeltaNet final : public AffineMemberRows<GatedDeltaNet> {
     gate_proj = affine_linear(m, "gate_proj", s.C, H * s.dv, false);
     decay_proj = affine_linear(m, "alpha_proj", s.C, H, false);
     aux_proj = affine_linear(m, "beta_proj", s.C, H, true);
-    a_log_ = m.register_parameter("A_log", torch::log(torch::empty({H}).uniform_(1, 16)));
-    dt_bias_ = m.register_parameter("dt_bias", torch::zeros({H}));
+    a_log_ = m.register_parameter("A_log", torch::log(torch::empty({H}).uniform_(0, 16)));
+    dt_bias_ = m.register_parameter("dt_bias", mamba_dt_bias_init(H));
   }
 
   AffinePrepared prepare(const AffineProjected& in) override {

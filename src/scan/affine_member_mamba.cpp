@@ -25,9 +25,7 @@ class Mamba final : public AffineMemberRows<Mamba> {
     aux_proj = affine_linear(m, "dt_proj", s.C, H, false);            // Δ
     a_log_ = m.register_parameter("A_log", torch::log(torch::arange(1, kMambaState + 1, torch::kFloat)).repeat({H, 1}));
     d_skip_ = m.register_parameter("D", torch::ones({H, s.dv}));
-    // Mamba's Δ init: softplus(dt_bias) log-uniform in [1e-3, 1e-1].
-    auto dt = torch::exp(torch::rand({H}) * (std::log(0.1) - std::log(1e-3)) + std::log(1e-3));
-    dt_bias_ = m.register_parameter("dt_bias", dt + torch::log(-torch::expm1(-dt)));
+    dt_bias_ = m.register_parameter("dt_bias", mamba_dt_bias_init(H));  // softplus(dt_bias) in [1e-3, 1e-1]
   }
 
   AffinePrepared prepare(const AffineProjected& in) override {

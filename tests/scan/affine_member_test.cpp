@@ -172,5 +172,31 @@ TEST(AffineMemberRetNet, DecaysAreThePapers) {
   EXPECT_NEAR(std::exp(loaded->named_buffers()["log_gamma"].index({2}).item<double>()), 1.0 - 1.0 / 512, 1e-7);
 }
 
+// Mamba's and gated DeltaNet's Δ start as their authors initialise them (mamba's Mamba2, fla's
+// GatedDeltaNet): softplus(dt_bias) log-uniform in [1e-3, 1e-1]; gated DeltaNet's A from U(0, 16).
+// (Gated DeltaNet's dt_bias was 0 until 2026-11-29: Δ = ln 2 for every head, and at MAD's model it
+// did not learn induction or compression.)
+TEST(AffineMemberGates, DeltaBiasAndDecayRatesStartAsTheirAuthorsSet) {
+  for (auto member : {AffineMember::kMamba, AffineMember::kGatedDeltaNet}) {
+    SCOPED_TRACE(affine_member_info(member).name);
+    torch::manual_seed(3);
+    AffineMixer mixer(member, MixerDims{256, 64, 64});
+    const auto params = mixer.named_parameters();
+    const auto delta = torch::softplus(*params.find("dt_bias"));
+    ASSERT_EQ(delta.numel(), 64);
+    EXPECT_GE(delta.min().item<double>(), 1e-3 * (1 - 1e-5));
+    EXPECT_LE(delta.max().item<double>(), 1e-1 * (1 + 1e-5));
+    // Log-uniform: the heads spread over both decades, not all at one end.
+    EXPECT_LT(delta.min().item<double>(), 1e-2);
+    EXPECT_GT(delta.max().item<double>(), 1e-2);
+    if (member == AffineMember::kGatedDeltaNet) {
+      const auto a = params.find("A_log")->exp();
+      EXPECT_GE(a.min().item<double>(), 0.0);
+      EXPECT_LE(a.max().item<double>(), 16.0);
+      EXPECT_LT(a.min().item<double>(), 1.0);  // U(0, 16), not U(1, 16)
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mixlab
