@@ -439,6 +439,10 @@ TEST(TrainTasksMad, PresetMadHasEveryTaskAndOneMixerPerFamily) {
     EXPECT_GT(c.eval_every, 0);
     EXPECT_LE(c.eval_every, c.steps / 4);
     EXPECT_EQ(c.stop_at, 0.99);
+    // The budgets: long enough for the recurrent families on compression and induction (mamba
+    // and gla were near their start after attention's 500 steps), 500 for memorization.
+    if (task == "mad_compression" || task == "induction") EXPECT_EQ(c.steps, 4000);
+    if (task == "mad_memorization") EXPECT_EQ(c.steps, 500);
     // A task-only override reaches its task only.
     const TrainConfig o = compare_config("mad", task, "attention", {{"noise_frac", 0.4}});
     EXPECT_EQ(o.task.noise_frac, task == "mad_noisy_recall" ? 0.4 : TaskSpec{}.noise_frac);

@@ -66,10 +66,10 @@
 //   MAD's model (d_model 128, 2 layers, 16 heads, no weight decay: with the default preset's
 //   d_model 64, 4 heads and weight decay 0.1 attention did not leave the recall tasks' plateau
 //   in 2000-18000 steps), batch 32, lr 1e-3 with the wsd schedule, no curriculum, a run stops at
-//   99 % held-out answers; 500 steps (memorization, compression, induction), 3000 (selective
-//   copying), 8000 (recall), 16000 (noisy and fuzzy recall). docs/log/results-2026-11.md,
-//   "The MAD suite ..." and "The MAD recall tasks with MAD's model ...", has attention's curves
-//   behind these budgets.
+//   99 % held-out answers; 500 steps (memorization), 3000 (selective copying), 4000 (compression,
+//   induction), 8000 (recall), 16000 (noisy and fuzzy recall). docs/log/results-2026-11.md,
+//   "The MAD suite ...", "The MAD recall tasks with MAD's model ..." and "MAD's compression and
+//   induction with 4000 steps" have the curves behind these budgets.
 #pragma once
 
 #include <map>
