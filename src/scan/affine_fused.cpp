@@ -106,7 +106,8 @@ std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Kernel 1 with gradients: the fused forward and the fused backward (from S_{-1}). g is the log
+// Kernel 1 with gradients: the fused forward (saving its checkpoints) and the fused backward (from
+// them). g is the log
 // decay as the kernel reads it ((B,H,T) for a scalar gate, else (B,H,T,Dk)); s0 an empty tensor
 // when there is no initial state (autograd's apply takes defined tensors).
 class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFunction> {

@@ -14,7 +14,8 @@ namespace mixlab::detail {
 
 /// The fused path of kernel 1 on checked arguments (g may be a scalar gate expanded over Dk,
 /// stride 0): nullopt while a ComposedAffineGuard is alive on this thread; else the token loop
-/// when no argument needs a gradient, or the forward with the fused backward (from S_{-1}).
+/// when no argument needs a gradient, or the forward with the fused backward (from the forward's
+/// checkpoints, one state per chunk of tokens).
 std::optional<AffineResult> diag_decay_fused(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v, const at::Tensor& g, const at::Tensor& s0);
 /// The same for kernel 2, its backward from S_{-1} and each token's error e_t (saved by the

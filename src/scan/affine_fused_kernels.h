@@ -15,9 +15,10 @@ namespace mixlab::detail::affine_fused {
 /// every `checkpoint_every` tokens, and the backward runs its two token walks chunk by chunk, last
 /// chunk first, so that the rows the first walk brings in are still in L2 when the second reads
 /// them. Over the whole sequence the second walk reads them back from L3 or memory: per token that
-/// backward cost 8-9 % more at T 4096 and 17-24 % more at T 16384 than at T 1024, and by chunks of
-/// 256 tokens it runs 1.00-1.03x as fast at T 1024-4096 and 1.11-1.12x at T 16384 (bench_scan's
-/// BM_DiagBackwardChunks, AMD EPYC with a 1 MiB L2 per core; chunks of 64 were slower at T <= 4096).
+/// backward cost 8-12 % more at T 4096 and 17-24 % more at T 16384 than at T 1024 (bench_scan's
+/// BM_DiagBackwardChunks, whole-sequence rows), and by chunks of 256 tokens it runs 1.00-1.03x as
+/// fast at T 1024-4096 and 1.11-1.12x at T 16384 (the same benchmark; AMD EPYC with a 1 MiB L2 per
+/// core; chunks of 64 were slower at T <= 4096).
 /// The chunk's rows (about 6 Dk + 3 Dv values per token) are kept within 640 KiB, as a power of two
 /// from 16 to 256 tokens: 256 at Dk = Dv = 64 in float. The delta rule's backward keeps its
 /// whole-sequence walks: chunked the same way it measured 0.96-0.99x through the Python module

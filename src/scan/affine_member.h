@@ -150,7 +150,6 @@ extern const AffineMemberDef kAffineMemberLinearAttn, kAffineMemberRetNet, kAffi
 inline torch::nn::Linear affine_linear(torch::nn::Module& mixer, const char* name, int64_t in, int64_t out, bool bias) {
   return mixer.register_module(name, torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)));
 }
-/// (B,T,H*D) -> (B,H,T,D)
 /// The Δ bias of mamba and gated DeltaNet as their authors initialise it (mamba's Mamba2 and fla's
 /// GatedDeltaNet): softplus(dt_bias) = dt, one per head, log-uniform in [1e-3, 1e-1], floored at
 /// 1e-4. One torch::rand draw of H values.
@@ -158,6 +157,7 @@ inline torch::Tensor mamba_dt_bias_init(int64_t H) {
   const auto dt = torch::exp(torch::rand({H}) * (std::log(0.1) - std::log(1e-3)) + std::log(1e-3)).clamp_min(1e-4);
   return dt + torch::log(-torch::expm1(-dt));  // softplus^-1(dt)
 }
+/// (B,T,H*D) -> (B,H,T,D)
 
 inline torch::Tensor heads_first(const torch::Tensor& t, int64_t H) {
   return t.reshape({t.size(0), t.size(1), H, -1}).permute({0, 2, 1, 3});

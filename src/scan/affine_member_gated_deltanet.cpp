@@ -7,7 +7,7 @@
 // Registers gate_proj (C -> H*Dv, no bias), alpha_proj (C -> H, no bias), beta_proj (C -> H, with
 // bias), then the parameters A_log (H) = log U(0, 16) (one uniform_ draw) and dt_bias (H) with
 // softplus(dt_bias) log-uniform in [1e-3, 1e-1], fla's GatedDeltaNet initialisation. Until
-// 2026-11-29 A was U(1, 16) and dt_bias 0, so every head started with Δ = ln 2 and kept at most
+// 2026-11-29 A was U(1, 16) and dt_bias 0, so every head started near Δ = ln 2 and kept about
 // half of its state per token: at MAD's model gated DeltaNet then stayed at the uniform loss on
 // induction and compression for 4000 steps, where DeltaNet solved induction in 500
 // (docs/log/results-2026-11.md). Checkpoints keep their saved A_log and dt_bias.

@@ -17,7 +17,7 @@
 //    head) with the (Dk,Dv) state in L1 and 2 multiply-adds per state entry and token (fewer
 //    flops than the chunked form's GEMMs, and no temporaries);
 //  - with gradients: the same loop, and a fused backward of two more token loops. The diagonal
-//    decay's forward saves the state every few hundred tokens (one state per 256 tokens at D 64),
+//    decay's forward saves the state every few hundred tokens (one state per 256 tokens at D 64 in float),
 //    and its backward runs both loops chunk by chunk from those; the delta rule's forward saves
 //    each token's error v_t - alpha_t S_{t-1}^T k_t, one (T,Dv) tensor, and its backward starts
 //    from the initial state. No double backward (create_graph=true is an error that names the
