@@ -57,24 +57,22 @@ bool needs_no_gradient(std::initializer_list<const at::Tensor*> inputs) {
   return true;
 }
 
-// The training forwards' checkpoints (affine_fused::checkpoint_every): the state before each chunk
-// of `chunk` tokens, (B, H, chunks, Dk, Dv).
+// Tokens per checkpoint of the diagonal decay's training forward (affine_fused::checkpoint_every),
+// the same rule for the forward that saves them and the backward that reads them.
 int64_t checkpoint_chunk(const AffineDims& d, const at::Tensor& q) {
   return affine_fused::checkpoint_every(d.Dk, d.Dv, static_cast<int64_t>(q.element_size()));
 }
-at::Tensor checkpoint_buffer(const AffineDims& d, const at::Tensor& q) {
-  return torch::empty({d.B, d.H, affine_fused::checkpoint_count(d.T, checkpoint_chunk(d, q)), d.Dk, d.Dv}, q.options());
-}
 
 // The forward over contiguous q, k, v and decay factors a ((B,H,T) with scalar_gate, else
-// (B,H,T,Dk)); with `checkpoints` (checkpoint_buffer) it saves the states the backward starts from.
+// (B,H,T,Dk)); with `checkpoints` it also returns there the state before each chunk of tokens,
+// (B, H, chunks, Dk, Dv), which the backward starts from.
 std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
                                                    const at::Tensor& v, const at::Tensor& a, bool scalar_gate,
                                                    const at::Tensor& s0, at::Tensor* checkpoints = nullptr) {
   auto [out, state] = outputs(d, q, s0);
   const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv;
   const int64_t chunk = checkpoint_chunk(d, q), chunks = affine_fused::checkpoint_count(T, chunk);
-  if (checkpoints) *checkpoints = checkpoint_buffer(d, q);
+  if (checkpoints) *checkpoints = torch::empty({d.B, d.H, chunks, Dk, Dv}, q.options());
   const int64_t a_row = scalar_gate ? 1 : Dk;
   const Isa chosen = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "diag_decay_fused", [&] {
