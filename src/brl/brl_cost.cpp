@@ -1,15 +1,16 @@
 // BrlMixer::cost_figures — BRL-Attention's figures in the analysis' terms (mixlab/mixer/cost_figures.h),
 // counted from the definition of one layer (mixlab/brl/brl_mixer.h), in rows of width d_model.
 //
-// W = window, m = compressed tokens, N = block. Row t is in block k = floor(t / N).
+// W = window, m = compressed tokens, N = block, h = hist / N history blocks. Row t is in block
+// k = floor(t / N); block k's history is blocks max(0, k-h)..k-1.
 //   time(t)  = min(t, W) past rows of the window (F_gen) + m compressed tokens (F_prop)
-//              + N at a block's first row t = kN, k >= 1: F_comp compresses block k-1's N inputs
-//              once for the whole block (the m queries read the same N rows).
-//   cache(t) = min(t+1, W) window rows + (t mod N) + 1 inputs of the current block, kept for the
-//              next boundary's F_comp + m compressed tokens' keys and values.
-//   path     j -> i (j < i): 1 when i - j <= W (the window); 2 when j is in block k-1 and i in
-//            block k (j -> F_comp -> compressed token -> F_prop -> i); otherwise no path inside one
-//            layer (the compressed tokens of block k see block k-1 only; they evolve across layers).
+//              + min(k, h)·N at a block's first row t = kN, k >= 1: F_comp compresses the history
+//              once for the whole block (the m queries read the same rows).
+//   cache(t) = min(t+1, W) window rows + the inputs the next boundary's F_comp reads that have
+//              arrived, min(t+1, (h-1)·N + (t mod N) + 1), + m compressed tokens' keys and values.
+//   path     j -> i (j < i): 1 when i - j <= W (the window); 2 when j is in i's block's history
+//            (j -> F_comp -> compressed token -> F_prop -> i); otherwise no path inside one layer
+//            (the compressed tokens of block k see its history only; they evolve across layers).
 //   copy congestion (pairs i -> i+n, n = floor(T/2)): "∞" when a pair has no path; 1 when n <= W
 //            (every route one edge, each position in one route); otherwise every route whose
 //            target is in block k passes through block k's m compressed tokens, so some token
@@ -27,25 +28,25 @@ namespace mixlab {
 
 MixerCostFigures BrlMixer::cost_figures(int64_t T) const {
   MIXLAB_CHECK(T >= 1, "brl cost_figures: T must be >= 1, got {}", T);
-  const int64_t W = opt_.window, m = opt_.slots, N = opt_.block;
+  const int64_t W = opt_.window, m = opt_.slots, N = opt_.block, h = opt_.hist / N;
   MixerCostFigures f;
   double time_sum = 0;
   bool unreachable = false;
   int64_t longest = 0;
   for (int64_t t = 0; t < T; ++t) {
     const int64_t k = t / N;
-    const int64_t time = std::min(t, W) + m + ((k >= 1 && t == k * N) ? N : 0);
+    const int64_t time = std::min(t, W) + m + ((k >= 1 && t == k * N) ? std::min(k, h) * N : 0);
     f.time_max = std::max(f.time_max, time);
     time_sum += static_cast<double>(time);
-    f.cache_max = std::max(f.cache_max, std::min(t + 1, W) + t % N + 1 + m);
-    // Row t reaches [t - W, t) directly and block k-1 through the compressed tokens; every other
+    f.cache_max = std::max(f.cache_max, std::min(t + 1, W) + std::min(t + 1, (h - 1) * N + t % N + 1) + m);
+    // Row t reaches [t - W, t) directly and its history through the compressed tokens; every other
     // earlier row is unreachable. Paths: 1 inside the window, 2 through the compressed tokens.
     if (t == 0) continue;
     longest = std::max<int64_t>(longest, 1);
     const int64_t window_lo = std::max<int64_t>(0, t - W);
     if (window_lo == 0) continue;  // the window covers every earlier row
-    // [0, window_lo) must lie inside block k-1 = [(k-1)N, kN) to be reachable.
-    const int64_t lo = (k - 1) * N, hi = k * N;
+    // [0, window_lo) must lie inside the history [(k-h)N, kN) to be reachable.
+    const int64_t lo = (k - h) * N, hi = k * N;
     if (k == 0 || lo > 0 || hi < window_lo) unreachable = true;
     if (k >= 1 && lo < window_lo) longest = std::max<int64_t>(longest, 2);
   }
@@ -60,7 +61,8 @@ MixerCostFigures BrlMixer::cost_figures(int64_t T) const {
     std::map<int64_t, int64_t> routes;  // target block -> routes through its compressed tokens
     bool routable = true;
     for (int64_t i = 0; i < n && routable; ++i) {
-      if ((i + n) / N == i / N + 1)
+      const int64_t blocks_apart = (i + n) / N - i / N;
+      if (blocks_apart >= 1 && blocks_apart <= h)
         ++routes[(i + n) / N];
       else
         routable = false;
@@ -73,12 +75,12 @@ MixerCostFigures BrlMixer::cost_figures(int64_t T) const {
       f.congestion = fmt::format("≥{}", std::max<int64_t>(2, (most + m - 1) / m));
     }
   }
-  f.structure = fmt::format("BRL (window {}, {} tokens, block {})", W, m, N);
+  f.structure = fmt::format("BRL (window {}, {} tokens, block {}, history {})", W, m, N, opt_.hist);
   f.basis = fmt::format(
-      "counted from the definition per layer: window {} + {} compressed tokens (+ block of {} at a boundary) "
-      "read, window + block + tokens kept; path ∞ beyond the window and the previous block; congestion a "
+      "counted from the definition per layer: window {} + {} compressed tokens (+ history of up to {} at a "
+      "boundary) read, window + history + tokens kept; path ∞ beyond the window and the history; congestion a "
       "lower bound",
-      W, m, N);
+      W, m, opt_.hist);
   return f;
 }
 

@@ -3,7 +3,9 @@
 // the compressed tokens at each block boundary from the block it has just buffered.
 #include "mixlab/brl/brl_mixer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "mixlab/brl/block_attention.h"
 #include "mixlab/core/error.h"
@@ -43,6 +45,26 @@ torch::Tensor merge_heads(const torch::Tensor& t) {
   return u.reshape(sizes);
 }
 
+// The history each block compresses, for a per-block tensor p (B,K,N,C') and h = hist / N history
+// blocks: block k (1..K-1) reads blocks max(0, k-h)..k-1. Blocks 1..h-1 have shorter histories
+// and come one at a time; blocks h..K-1 share the full length and come as one batch.
+struct HistoryPiece {
+  int64_t first, count;  // query blocks first..first+count-1
+  torch::Tensor rows;    // (B,count,len,C'): each block's history, oldest first
+};
+
+std::vector<HistoryPiece> history_pieces(const torch::Tensor& p, int64_t h) {
+  const int64_t B = p.size(0), K = p.size(1), N = p.size(2), Cp = p.size(3);
+  std::vector<HistoryPiece> pieces;
+  for (int64_t k = 1; k < std::min(h, K); ++k) pieces.push_back({k, 1, p.narrow(1, 0, k).reshape({B, 1, k * N, Cp})});
+  if (K > h) {
+    std::vector<torch::Tensor> parts;  // part j: block k-h+j for every k = h..K-1
+    for (int64_t j = 0; j < h; ++j) parts.push_back(p.narrow(1, j, K - h));
+    pieces.push_back({h, K - h, h == 1 ? parts[0] : torch::cat(parts, 2)});
+  }
+  return pieces;
+}
+
 }  // namespace
 
 void BrlState::io(StateArchive& ar) {
@@ -61,8 +83,11 @@ int64_t BrlState::bytes() const {
 
 BrlMixer::BrlMixer(const MixerDims& dims, const BrlOptions& options) : dims_(dims), opt_(options) {
   if (opt_.block == 0) opt_.block = opt_.window;
+  if (opt_.hist == 0) opt_.hist = opt_.block;
   MIXLAB_CHECK(opt_.window > 0 && opt_.slots > 0 && opt_.block > 0,
                "brl: w, m and block must be > 0, got w={}, m={}, block={}", opt_.window, opt_.slots, opt_.block);
+  MIXLAB_CHECK(opt_.hist > 0 && opt_.hist % opt_.block == 0,
+               "brl: hist must be a positive multiple of block ({}), got {}", opt_.block, opt_.hist);
   MIXLAB_CHECK(opt_.beta >= 0.0 && opt_.beta <= 1.0, "brl: beta must be in [0, 1], got {}", opt_.beta);
   local_ = register_module("local", std::make_shared<AttentionMixer>(dims, opt_.window));  // checks C, H
   const int64_t C = dims.d_model, H = dims.n_heads;
@@ -91,8 +116,11 @@ BrlMixer::BrlMixer(const MixerDims& dims, const BrlOptions& options) : dims_(dim
 }
 
 std::string BrlMixer::spec() const {
-  return fmt::format("brl:w={}:m={}:block={}:beta={}:lambda={}:attn={}:diff={}", opt_.window, opt_.slots, opt_.block,
-                     opt_.beta, opt_.lambda, attn_name(opt_.attn), opt_.diff ? 1 : 0);
+  // hist only when it is not the default (one block): saved states and checkpoints name their
+  // mixer by this string, and those written before hist existed must keep loading.
+  const std::string hist = opt_.hist == opt_.block ? "" : fmt::format(":hist={}", opt_.hist);
+  return fmt::format("brl:w={}:m={}:block={}{}:beta={}:lambda={}:attn={}:diff={}", opt_.window, opt_.slots, opt_.block,
+                     hist, opt_.beta, opt_.lambda, attn_name(opt_.attn), opt_.diff ? 1 : 0);
 }
 
 torch::Tensor BrlMixer::gamma() const {
@@ -180,7 +208,27 @@ MemoryOutput BrlMixer::forward_softmax(const torch::Tensor& xb, const torch::Ten
   const auto parts = torch::matmul(xb, torch::cat(maps, 0).t()).split(C, -1);
   auto part = [&](size_t i, int64_t len) { return parts[i].reshape({B * K, len, H, D}); };
   torch::Tensor ct_bar = memory;
-  if (K > 1) {
+  const int64_t h = opt_.hist / N;
+  if (K > 1 && h > 1) {
+    // F_comp over h history blocks: the pieces of history_pieces, each one batch of groups.
+    const double scale = 1.0 / (static_cast<double>(M) * std::sqrt(static_cast<double>(C)));
+    const auto q_all = comp_q_(memory.narrow(1, 1, K - 1));  // (B,K-1,M,C)
+    const size_t iv = opt_.diff ? 2 : 1;
+    const auto k1 = history_pieces(parts[0], h), v = history_pieces(parts[iv], h);
+    std::vector<HistoryPiece> k2;
+    if (opt_.diff) k2 = history_pieces(parts[1], h);
+    std::vector<torch::Tensor> outs;
+    for (size_t i = 0; i < k1.size(); ++i) {
+      const int64_t G = B * k1[i].count, len = k1[i].rows.size(2);
+      auto q = q_all.narrow(1, k1[i].first - 1, k1[i].count).reshape({G, M, H, D});
+      auto rows = [&](const HistoryPiece& piece) { return piece.rows.reshape({G, len, H, D}); };
+      auto out = block_attention(q, rows(k1[i]), rows(v[i]), scale);  // (G,M,H,D)
+      if (opt_.diff) out = out - gamma().view({H, 1}) * block_attention(q, rows(k2[i]), rows(v[i]), scale);
+      outs.push_back(out.reshape({B, k1[i].count, M, C}));
+    }
+    auto comp = comp_norm_(torch::cat(outs, 1).view({B * (K - 1) * M, C})).view({B, K - 1, M, C});
+    ct_bar = torch::cat({memory.narrow(1, 0, 1), comp}, 1);
+  } else if (K > 1) {
     // F_comp for block k + 1 from history block k: the queries of blocks 1..K-1 shifted down one
     // block, so group (b, k) pairs the queries of block k + 1 with history k (the last group's
     // queries are zeros and its result is dropped).
@@ -219,11 +267,13 @@ MemoryOutput BrlMixer::forward_memory(const torch::Tensor& x, const torch::Tenso
     auto out = forward_softmax(xb, memory);
     return {y_gen + out.y.reshape({B, K * N, C}).narrow(1, 0, T), out.memory_delta};
   }
-  // ct̄: block 0 has no history; block k >= 1 compresses block k-1 (this layer's input).
+  // ct̄: block 0 has no history; block k >= 1 compresses blocks max(0, k-h)..k-1 (this layer's input).
   torch::Tensor ct_bar = memory;
   if (K > 1) {
-    auto comp = compress(memory.narrow(1, 1, K - 1), xb.narrow(1, 0, K - 1));  // (B,K-1,M,C)
-    ct_bar = torch::cat({memory.narrow(1, 0, 1), comp}, 1);
+    std::vector<torch::Tensor> comp = {memory.narrow(1, 0, 1)};
+    for (const auto& piece : history_pieces(xb, opt_.hist / N))
+      comp.push_back(compress(memory.narrow(1, piece.first, piece.count), piece.rows));  // (B,count,M,C)
+    ct_bar = torch::cat(comp, 1);
   }
   auto ct_out = evolve(memory, ct_bar);  // (B,K,M,C)
   auto kv = prop_keys_values(ct_out);    // (B,K,H,M,D)
@@ -235,7 +285,7 @@ std::unique_ptr<MixerState> BrlMixer::init_state(int64_t batch) {
   MIXLAB_CHECK(batch > 0, "{}: init_state batch must be > 0, got {}", spec(), batch);
   auto s = std::make_unique<BrlState>();
   s->local = local_->init_state(batch);
-  s->block_inputs = torch::zeros({batch, opt_.block, dims_.d_model}, ct0_.options().requires_grad(false));
+  s->block_inputs = torch::zeros({batch, opt_.hist, dims_.d_model}, ct0_.options().requires_grad(false));
   return s;
 }
 
@@ -243,16 +293,20 @@ MemoryOutput BrlMixer::step_memory(MixerState& state_base, const torch::Tensor& 
   auto* state = dynamic_cast<BrlState*>(&state_base);
   MIXLAB_CHECK(state != nullptr, "brl step: state was not created by this mixer's init_state");
   check_shape("brl step", "x_t", x_t, {state->block_inputs.size(0), dims_.d_model}, "(B,C)");
-  const int64_t N = opt_.block, slot = state->pos % N;
+  // The inputs buffer is a ring of the last hist inputs (F_comp's keys carry no position, so their
+  // order does not matter); a block boundary comes every N tokens.
+  const int64_t N = opt_.block, slot = state->pos % opt_.hist;
   MemoryOutput out;
-  if (slot == 0) {
-    // Block boundary: the buffer holds the whole previous block (the history), if any.
+  if (state->pos % N == 0) {
+    // Block boundary: the buffer holds the history (the last min(pos, hist) inputs), if any.
     check_shape("brl step", "memory", memory, {x_t.size(0), opt_.slots, dims_.d_model}, "(B,M,C)");
     if (boundary_on_rows(memory, *state)) {
       // F_comp, the evolution and F_prop's keys/values on raw rows (brl_step_rows.cpp).
       out.memory_delta = boundary_rows(memory.contiguous(), *state);
     } else {
-      auto ct_bar = state->pos == 0 ? memory : compress(memory, state->block_inputs);
+      auto ct_bar = state->pos == 0
+                        ? memory
+                        : compress(memory, state->block_inputs.narrow(1, 0, std::min(state->pos, opt_.hist)));
       out.memory_delta = evolve(memory, ct_bar);
       std::tie(state->prop_k, state->prop_v) = prop_keys_values(out.memory_delta);
       // Contiguous (B,H,M,D), as the raw rows write them: the per-token F_prop reads them per head.

@@ -1,6 +1,7 @@
 // Dense reference of BRL-Attention, written from Alg. 1 line by line (see brl_reference.h).
 #include "mixlab/brl/brl_reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -50,7 +51,9 @@ MemoryOutput brl_reference_forward(BrlMixer& mixer, const torch::Tensor& x, cons
     auto ct = memory.select(1, kb);  // (B,M,C)
     torch::Tensor ct_bar = ct;
     if (kb > 0) {
-      auto hist = x.narrow(1, (kb - 1) * N, N);  // (B,N,C): the previous block
+      // The history: the hist / N blocks before this one, fewer at the start.
+      const int64_t h = o.hist / N, first = std::max<int64_t>(0, kb - h);
+      auto hist = x.narrow(1, first * N, (kb - first) * N);  // (B,len,C)
       std::vector<torch::Tensor> heads;
       for (int64_t h = 0; h < H; ++h) {
         auto rows = [&](const char* name) { return P[name].narrow(0, h * D, D).t(); };  // (C,D)

@@ -65,7 +65,7 @@ bool BrlMixer::decodes_on_rows(const torch::Tensor& x_t, const BrlState& state) 
   // raw_rows_ok wants a contiguous row: x_t may be a strided time slice (a contiguous copy is taken).
   if (!row::raw_rows_ok(prop_q_->weight, {&lambda_, &prop_norm_->weight, &prop_norm_->bias}, 2)) return false;
   const int64_t B = x_t.size(0);
-  const std::vector<int64_t> kv = {B, dims_.n_heads, opt_.slots, head_dim_}, inputs = {B, opt_.block, dims_.d_model};
+  const std::vector<int64_t> kv = {B, dims_.n_heads, opt_.slots, head_dim_}, inputs = {B, opt_.hist, dims_.d_model};
   auto fits = [&](const torch::Tensor& t, const std::vector<int64_t>& shape) {
     return t.defined() && row::raw_rows_ok(t, {}, t.dim()) && t.scalar_type() == x_t.scalar_type() &&
            t.sizes() == shape;
@@ -99,8 +99,9 @@ torch::Tensor BrlMixer::boundary_rows(const torch::Tensor& memory, BrlState& sta
 
 template <typename T>
 void BrlMixer::boundary_rows_typed(const torch::Tensor& memory, BrlState& state, torch::Tensor& delta) {
-  const int64_t B = memory.size(0), C = dims_.d_model, H = dims_.n_heads, M = opt_.slots, N = opt_.block;
-  const int64_t D = head_dim_;
+  // N: the history rows, the last min(pos, hist) inputs (slots 0..N-1 of the ring, in any order).
+  const int64_t B = memory.size(0), C = dims_.d_model, H = dims_.n_heads, M = opt_.slots;
+  const int64_t N = std::min(state.pos, opt_.hist), D = head_dim_, stride = opt_.hist;
   const bool history = state.pos > 0, diff = opt_.diff;
   const T scale = static_cast<T>(1.0 / (static_cast<double>(M) * std::sqrt(static_cast<double>(C))));
   thread_local std::vector<T> buf;
@@ -125,7 +126,7 @@ void BrlMixer::boundary_rows_typed(const torch::Tensor& memory, BrlState& state,
     T* ct_bar = q;  // F_comp's output overwrites the queries row by row (each slot's q is read first)
     if (history) {
       // F_comp (compress): the slots query this layer's inputs of the previous block.
-      const T* hist = state.block_inputs.data_ptr<T>() + b * N * C;
+      const T* hist = state.block_inputs.data_ptr<T>() + b * stride * C;
       linear_rows<T>(comp_q_->weight, ct, q, M);
       linear_rows<T>(comp_k1_->weight, hist, k1, N);
       linear_rows<T>(comp_v_->weight, hist, v, N);
@@ -185,8 +186,8 @@ template <typename T>
 void BrlMixer::token_rows_typed(const torch::Tensor& x, const torch::Tensor& y_gen, BrlState& state, int64_t slot,
                                 torch::Tensor& y) {
   // F_prop (propagate): q = W_q x; per head the scores q·k_m / √D through σ_attn, λ_h Σ_m s_m v_m;
-  // LayerNorm, relu; then y = F_gen + F_prop, and x into the block buffer.
-  const int64_t B = x.size(0), C = dims_.d_model, H = dims_.n_heads, M = opt_.slots, D = head_dim_, N = opt_.block;
+  // LayerNorm, relu; then y = F_gen + F_prop, and x into the inputs ring (slot = pos mod hist).
+  const int64_t B = x.size(0), C = dims_.d_model, H = dims_.n_heads, M = opt_.slots, D = head_dim_, N = opt_.hist;
   const T root_d = static_cast<T>(std::sqrt(static_cast<double>(D)));
   thread_local std::vector<T> buf;
   buf.resize(static_cast<size_t>(2 * C + M));

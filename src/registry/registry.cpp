@@ -141,7 +141,7 @@ const FamilyRow kFamilies[] = {
        return std::make_shared<TpsmMixer>(args, dims);
      }},
     {MixerFamily::kBrl,
-     {"brl", "brl[:w=W][:m=M][:block=N][:beta=B][:lambda=L][:attn=softmax|laplace|relu2][:diff=0|1]",
+     {"brl", "brl[:w=W][:m=M][:block=N][:hist=H][:beta=B][:lambda=L][:attn=softmax|laplace|relu2][:diff=0|1]",
       "BRL-Attention: local:W + m evolving compressed tokens, block-causal (seed 001); O(W+m) per token"},
      brl_mixer_create},
 };

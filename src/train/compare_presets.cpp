@@ -30,11 +30,15 @@ int64_t mad_steps(const std::string& task) {
 }
 
 // Preset mad's mixers: one spec per registered family (mixlab/registry/registry.h), in the
-// registry's order; tests/train/compare_test.cpp checks that every family has exactly one.
+// registry's order; tests/train/task_mad_test.cpp checks that every family has exactly one. Each
+// is its family's default spec except brl: its default history (one block of 8) leaves MAD's
+// compression answers, 31 tokens back, out of reach of a 2-layer model, where it stayed at
+// chance; hist=32 (the paper's 4 x window) reaches them (docs/log/results-2026-11.md,
+// "BRL's history").
 const std::vector<std::string>& mad_mixers() {
   static const std::vector<std::string> m = {
-      "attention", "local:8",   "ssm",      "resolvent:pow2", "linear_attn", "retnet", "gla", "mamba",
-      "mlstm",     "gated_rfa", "deltanet", "gated_deltanet", "toeplitz",    "tpsm",   "brl"};
+      "attention", "local:8",   "ssm",      "resolvent:pow2", "linear_attn", "retnet", "gla",        "mamba",
+      "mlstm",     "gated_rfa", "deltanet", "gated_deltanet", "toeplitz",    "tpsm",   "brl:hist=32"};
   return m;
 }
 

@@ -31,6 +31,9 @@ TEST(BrlSpec, DefaultsAndKeys) {
   EXPECT_EQ(o.window, 8);
   EXPECT_EQ(o.slots, 8);
   EXPECT_EQ(o.block, 8);  // block defaults to w
+  EXPECT_EQ(o.hist, 8);   // hist defaults to block
+  EXPECT_EQ(brl_options_parse("s", "w=4:block=3").hist, 3);
+  EXPECT_EQ(brl_options_parse("s", "w=4:hist=12").hist, 12);
   EXPECT_TRUE(o.diff);
   o = brl_options_parse("s", "w=5:m=3:block=7:beta=0.25:lambda=0.1:attn=relu2:diff=0");
   EXPECT_EQ(o.window, 5);
@@ -40,7 +43,10 @@ TEST(BrlSpec, DefaultsAndKeys) {
   EXPECT_DOUBLE_EQ(o.lambda, 0.1);
   EXPECT_EQ(o.attn, BrlAttn::kRelu2);
   EXPECT_FALSE(o.diff);
+  // hist is named only when it is not one block: states saved before it existed name their mixer so.
   EXPECT_EQ(make("w=4:m=2")->spec(), "brl:w=4:m=2:block=4:beta=0.5:lambda=0.5:attn=softmax:diff=1");
+  EXPECT_EQ(make("w=4:m=2:hist=4")->spec(), "brl:w=4:m=2:block=4:beta=0.5:lambda=0.5:attn=softmax:diff=1");
+  EXPECT_EQ(make("w=4:m=2:hist=8")->spec(), "brl:w=4:m=2:block=4:hist=8:beta=0.5:lambda=0.5:attn=softmax:diff=1");
 }
 
 TEST(BrlSpec, ErrorsNameTheKey) {
@@ -61,6 +67,8 @@ TEST(BrlSpec, ErrorsNameTheKey) {
   bad("w", {"key=value", "'w'"});
   bad("w=3:w=4", {"'w'", "twice"});
   bad("block=0", {"'block'", "positive integer"});
+  bad("hist=0", {"'hist'", "positive integer"});
+  bad("w=4:hist=6", {"'hist'", "multiple of the block (4)", "got 6"});
 }
 
 struct Case {
@@ -80,6 +88,11 @@ TEST(BrlMixer, ForwardAndBackwardMatchReference) {
       {"w=3:m=3:block=4:diff=0", 9},
       {"w=1:m=1:block=1:beta=0", 5},
       {"w=6:m=4:block=2:beta=1", 9},
+      // Several history blocks: short histories at the start, then the full one (h 3).
+      {"w=3:m=3:block=4:hist=12", 23},
+      {"w=3:m=3:block=4:hist=12", 9},
+      {"w=2:m=5:block=3:hist=6:attn=laplace", 13},
+      {"w=4:m=2:block=2:hist=8:attn=relu2:diff=0", 11},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args + " T=" + std::to_string(c.T));
@@ -109,13 +122,13 @@ TEST(BrlMixer, ForwardAndBackwardMatchReference) {
 }
 
 TEST(BrlMixer, GradcheckInDouble) {
-  for (const char* args : {"w=2:m=2:block=3", "w=2:m=2:block=3:attn=laplace:diff=0"}) {
+  for (const char* args : {"w=2:m=2:block=3", "w=2:m=2:block=3:attn=laplace:diff=0", "w=2:m=2:block=2:hist=4"}) {
     SCOPED_TRACE(args);
     torch::manual_seed(11);
     auto mixer = make(args);
     mixer->to(torch::kDouble);
     auto x = torch::randn({1, 7, 8}, torch::kDouble).requires_grad_(true);
-    auto mem = torch::randn({1, 3, 2, 8}, torch::kDouble).requires_grad_(true);
+    auto mem = torch::randn({1, mixer->blocks_for(7), 2, 8}, torch::kDouble).requires_grad_(true);
     EXPECT_TRUE(testing::gradcheck(
         [&](const std::vector<torch::Tensor>& in) {
           auto out = mixer->forward_memory(in[0], in[1]);
@@ -165,8 +178,31 @@ TEST(BrlMixer, CompressedTokensReachThePreviousBlock) {
   }
 }
 
+// With hist = 3 blocks the compressed tokens of block k read blocks k-3..k-1: the reach of one
+// layer is the window plus hist tokens (MAD's compression needs 31 at w = block = 8: hist 32).
+TEST(BrlMixer, HistoryOfSeveralBlocksExtendsTheReach) {
+  for (const char* attn : {"softmax", "laplace"}) {
+    SCOPED_TRACE(attn);
+    torch::manual_seed(4);
+    auto mixer = make(std::string("w=2:m=3:block=4:hist=12:attn=") + attn);
+    const int64_t T = 26, N = 4, W = 2, h = 3;
+    auto x = torch::randn({1, T, 8}).requires_grad_(true);
+    auto y = mixer->forward_memory(x, mixer->memory_init(1, T)).y;
+    for (int64_t t : {5, 9, 21, 25}) {
+      auto g = torch::autograd::grad({y.select(1, t).sum()}, {x}, {}, /*retain_graph=*/true)[0].abs().sum(-1).squeeze(
+          0);  // (T)
+      for (int64_t j = 0; j < T; ++j) {
+        const bool in_window = j <= t && t - j <= W;
+        const bool in_history = j / N < t / N && j / N >= t / N - h;
+        EXPECT_EQ(g[j].item<double>() > 0, in_window || in_history || j == t) << "t=" << t << " j=" << j;
+      }
+    }
+  }
+}
+
 TEST(BrlMixer, StepEqualsForwardRowByRow) {
-  for (const char* args : {"w=3:m=2:block=4", "w=5:m=3:block=3:attn=relu2:diff=0", "w=2:m=2:block=7:attn=laplace"}) {
+  for (const char* args : {"w=3:m=2:block=4", "w=5:m=3:block=3:attn=relu2:diff=0", "w=2:m=2:block=7:attn=laplace",
+                           "w=3:m=2:block=4:hist=12", "w=2:m=3:block=3:hist=6:attn=relu2"}) {
     SCOPED_TRACE(args);
     torch::manual_seed(5);
     auto mixer = make(args);
@@ -197,7 +233,8 @@ TEST(BrlMixer, StepEqualsForwardRowByRow) {
 // block boundaries) the outputs, memory deltas and states agree, for every σ and diff on and off, in float and double,
 // on odd sizes (C 12, H 3).
 TEST(BrlMixer, RawRowStepEqualsAtenStep) {
-  for (const char* args : {"w=3:m=2:block=4", "w=5:m=3:block=3:attn=relu2:diff=0", "w=2:m=5:block=7:attn=laplace"}) {
+  for (const char* args : {"w=3:m=2:block=4", "w=5:m=3:block=3:attn=relu2:diff=0", "w=2:m=5:block=7:attn=laplace",
+                           "w=3:m=2:block=4:hist=12"}) {
     for (auto dtype : {torch::kFloat, torch::kDouble}) {
       SCOPED_TRACE(std::string(args) + (dtype == torch::kFloat ? " float" : " double"));
       torch::manual_seed(8);
@@ -235,23 +272,26 @@ TEST(BrlMixer, RawRowStepEqualsAtenStep) {
   }
 }
 
-// The decode cache is the window + one block of inputs + the m compressed keys/values: the same
-// bytes after 3 blocks and after 40, and exactly that sum.
+// The decode cache is the window + hist inputs + the m compressed keys/values: the same bytes
+// after 3 blocks and after 40, and exactly that sum.
 TEST(BrlMixer, DecodeCacheIsConstantInContextLength) {
-  torch::manual_seed(6);
-  const int64_t B = 2, C = 8, W = 3, M = 2, N = 4;
-  auto mixer = make("w=3:m=2:block=4");
-  torch::NoGradGuard no_grad;
-  auto state = mixer->init_state(B);
-  int64_t at_short = 0;
-  for (int64_t t = 0; t < 40 * N; ++t) {
-    mixer->step(*state, torch::randn({B, C}));
-    if (t + 1 == 3 * N) at_short = state->bytes();
+  for (int64_t hist : {4, 12}) {
+    SCOPED_TRACE(hist);
+    torch::manual_seed(6);
+    const int64_t B = 2, C = 8, W = 3, M = 2, N = 4;
+    auto mixer = make("w=3:m=2:block=4:hist=" + std::to_string(hist));
+    torch::NoGradGuard no_grad;
+    auto state = mixer->init_state(B);
+    int64_t at_short = 0;
+    for (int64_t t = 0; t < 40 * N; ++t) {
+      mixer->step(*state, torch::randn({B, C}));
+      if (t + 1 == 3 * N) at_short = state->bytes();
+    }
+    EXPECT_EQ(state->bytes(), at_short);
+    const int64_t f = sizeof(float);
+    EXPECT_EQ(state->bytes(), f * B * (2 * W * C + hist * C + 2 * M * C));
+    EXPECT_EQ(state->cached_positions(), W);
   }
-  EXPECT_EQ(state->bytes(), at_short);
-  const int64_t f = sizeof(float);
-  EXPECT_EQ(state->bytes(), f * B * (2 * W * C + N * C + 2 * M * C));
-  EXPECT_EQ(state->cached_positions(), W);
 }
 
 TEST(BrlMixer, RejectsBadInput) {

@@ -13,18 +13,23 @@
 // backbone adds it to the stream and applies the stream's own LN + FFN (Alg. 1 brl_block).
 //
 // Block-causal training (App. B.2, Fig. 11). The sequence is cut into blocks of N tokens
-// (`block=`, default W). Block k uses compressed tokens compressed from block k−1 only (its
-// history); block 0 has no history and uses the evolved incoming memory without F_comp (Alg. 1
-// F_BRL l.4). Choice: the history is read per layer — each layer compresses its *own input*
-// over block k−1 — so one parallel pass trains every block (Alg. 1's literal segment recurrence
-// reads the last layer's output of the previous segment and is sequential; not offered). The
-// memory therefore has one entry per block: (B,K,M,C), K = ceil(T/N).
+// (`block=`, default W). Block k uses compressed tokens compressed from its history only: the
+// n_hist = `hist=` tokens before it (a multiple of N, default N: block k−1; fewer at the start),
+// Alg. 1's x_hist of n_hist tokens. Block 0 has no history and uses the evolved incoming memory
+// without F_comp (Alg. 1 F_BRL l.4). So one layer lets a token read the W tokens before it and
+// the hist tokens before its block, nothing earlier; a stack of L layers reaches about L times
+// as far. The analysis' path figure (cost_figures) says which pairs one layer reaches. With the default
+// hist at w = 8, MAD's compression (answers 31 tokens back, two layers) is out of reach
+// (docs/RESULTS.md). Choice: the history is read per layer — each layer compresses its *own
+// input* over its history — so one parallel pass trains every block (Alg. 1's literal segment
+// recurrence reads the last layer's output of the previous segment and is sequential; not
+// offered). The memory therefore has one entry per block: (B,K,M,C), K = ceil(T/N).
 //
-// Cost: forward O(T·(W + m)·C) time and memory, never a T×T tensor (scores are (T,W+1), (m,N)
-// per block and (N,m) per block). Decode: O((W + m)·C) per token plus F_comp once per block
-// boundary (O(m·N·C) per block = amortised O(m·C) per token). Cache: the local window (2·W·C),
-// the current block's inputs (N·C) and the propagation keys/values of the m compressed tokens
-// (2·m·C) per layer: constant in the context length. Without autograd, decode runs on raw rows
+// Cost: forward O(T·(W + m + m·hist/N)·C) time and memory, never a T×T tensor (scores are
+// (T,W+1), (m,hist) per block and (N,m) per block). Decode: O((W + m)·C) per token plus F_comp
+// once per block boundary (O(m·hist·C) per block = amortised O(m·hist/N·C) per token). Cache:
+// the local window (2·W·C), the last hist inputs (hist·C) and the propagation keys/values of
+// the m compressed tokens (2·m·C) per layer: constant in the context length. Without autograd, decode runs on raw rows
 // (src/brl/brl_step_rows.cpp: F_prop per token, F_comp + evolution + keys/values per boundary;
 // F_gen is the local mixer's own step), equal to the ATen ops to float rounding.
 //
@@ -45,14 +50,15 @@ enum class BrlAttn { kSoftmax, kLaplace, kRelu2 };
 struct BrlOptions {
   int64_t window = 8;   // W, F_gen's window (past tokens)
   int64_t slots = 8;    // m, compressed tokens
-  int64_t block = 0;    // N, block (history) length; 0 = W
+  int64_t block = 0;    // N, block length (how often the compressed tokens are recomputed); 0 = W
+  int64_t hist = 0;     // n_hist, history length in tokens, a multiple of N; 0 = N (one block)
   double beta = 0.5;    // β of the evolution, in [0, 1]
   double lambda = 0.5;  // initial λ per head
   BrlAttn attn = BrlAttn::kSoftmax;
   bool diff = true;  // differential F_comp; false = plain cross-attention (γ = 0, no K2)
 };
 
-/// Parses the arguments of `brl:w=W:m=M[:block=N][:beta=B][:lambda=L][:attn=softmax|laplace|relu2][:diff=0|1]`
+/// Parses the arguments of `brl:w=W:m=M[:block=N][:hist=H][:beta=B][:lambda=L][:attn=softmax|laplace|relu2][:diff=0|1]`
 /// (`args` is the part after "brl:"); errors name `spec` and the key.
 BrlOptions brl_options_parse(const std::string& spec, const std::string& args);
 
@@ -67,7 +73,7 @@ class BrlState : public MixerState {
   void io(StateArchive& ar) override;
 
   std::unique_ptr<MixerState> local;  // F_gen's KV cache
-  torch::Tensor block_inputs;         // (B,N,C): inputs of the current block, slot t mod N
+  torch::Tensor block_inputs;         // (B,hist,C): the last hist inputs, a ring, slot t mod hist
   torch::Tensor prop_k, prop_v;       // (B,H,M,D): F_prop keys/values of the current ct'
   int64_t pos = 0;
 };
