@@ -1,6 +1,6 @@
 // BRL-Attention: F_gen (the local mixer) + compressed tokens (F_comp, evolution, F_prop).
 // Forward runs all blocks at once (per-layer history reading, see brl_mixer.h); step recomputes
-// the compressed tokens at each block boundary from the block it has just buffered.
+// the compressed tokens at each block boundary from the last hist inputs it has buffered.
 #include "mixlab/brl/brl_mixer.h"
 
 #include <algorithm>
@@ -229,7 +229,7 @@ MemoryOutput BrlMixer::forward_softmax(const torch::Tensor& xb, const torch::Ten
     auto comp = comp_norm_(torch::cat(outs, 1).view({B * (K - 1) * M, C})).view({B, K - 1, M, C});
     ct_bar = torch::cat({memory.narrow(1, 0, 1), comp}, 1);
   } else if (K > 1) {
-    // F_comp for block k + 1 from history block k: the queries of blocks 1..K-1 shifted down one
+    // h == 1. F_comp for block k + 1 from history block k: the queries of blocks 1..K-1 shifted down one
     // block, so group (b, k) pairs the queries of block k + 1 with history k (the last group's
     // queries are zeros and its result is dropped).
     auto q = comp_q_(memory.narrow(1, 1, K - 1));

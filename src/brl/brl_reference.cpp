@@ -52,7 +52,7 @@ MemoryOutput brl_reference_forward(BrlMixer& mixer, const torch::Tensor& x, cons
     torch::Tensor ct_bar = ct;
     if (kb > 0) {
       // The history: the hist / N blocks before this one, fewer at the start.
-      const int64_t h = o.hist / N, first = std::max<int64_t>(0, kb - h);
+      const int64_t hist_blocks = o.hist / N, first = std::max<int64_t>(0, kb - hist_blocks);
       auto hist = x.narrow(1, first * N, (kb - first) * N);  // (B,len,C)
       std::vector<torch::Tensor> heads;
       for (int64_t h = 0; h < H; ++h) {
@@ -61,7 +61,7 @@ MemoryOutput brl_reference_forward(BrlMixer& mixer, const torch::Tensor& x, cons
         auto k1 = torch::matmul(hist, rows("comp_k1.weight"));
         auto vh = torch::matmul(hist, rows("comp_v.weight"));
         const double scale = static_cast<double>(M) * std::sqrt(static_cast<double>(C));
-        auto s = mixer.attn_weights(torch::matmul(qh, k1.transpose(1, 2)) / scale);  // (B,M,N)
+        auto s = mixer.attn_weights(torch::matmul(qh, k1.transpose(1, 2)) / scale);  // (B,M,len)
         if (o.diff) {
           auto k2 = torch::matmul(hist, rows("comp_k2.weight"));
           s = s - gamma[h] * mixer.attn_weights(torch::matmul(qh, k2.transpose(1, 2)) / scale);

@@ -79,6 +79,10 @@ bool BrlMixer::boundary_on_rows(const torch::Tensor& memory, const BrlState& sta
   if (!memory.defined() || memory.dim() != 3 || !memory.device().is_cpu() || memory.scalar_type() != dtype)
     return false;
   if (!row::raw_rows_ok(state.block_inputs, {}, 3) || state.block_inputs.scalar_type() != dtype) return false;
+  // The ring the boundary reads: (B,hist,C) for this memory's batch.
+  if (state.block_inputs.size(0) != memory.size(0) || state.block_inputs.size(1) != opt_.hist ||
+      state.block_inputs.size(2) != dims_.d_model)
+    return false;
   // Every parameter the boundary reads: contiguous CPU tensors of the memory's dtype.
   const auto& g = comp_norm_;
   const auto& e = evolve_norm_;
@@ -125,7 +129,7 @@ void BrlMixer::boundary_rows_typed(const torch::Tensor& memory, BrlState& state,
     const T* ct = memory.data_ptr<T>() + b * M * C;
     T* ct_bar = q;  // F_comp's output overwrites the queries row by row (each slot's q is read first)
     if (history) {
-      // F_comp (compress): the slots query this layer's inputs of the previous block.
+      // F_comp (compress): the slots query this layer's inputs of the block's history.
       const T* hist = state.block_inputs.data_ptr<T>() + b * stride * C;
       linear_rows<T>(comp_q_->weight, ct, q, M);
       linear_rows<T>(comp_k1_->weight, hist, k1, N);
@@ -187,7 +191,7 @@ void BrlMixer::token_rows_typed(const torch::Tensor& x, const torch::Tensor& y_g
                                 torch::Tensor& y) {
   // F_prop (propagate): q = W_q x; per head the scores q·k_m / √D through σ_attn, λ_h Σ_m s_m v_m;
   // LayerNorm, relu; then y = F_gen + F_prop, and x into the inputs ring (slot = pos mod hist).
-  const int64_t B = x.size(0), C = dims_.d_model, H = dims_.n_heads, M = opt_.slots, D = head_dim_, N = opt_.hist;
+  const int64_t B = x.size(0), C = dims_.d_model, H = dims_.n_heads, M = opt_.slots, D = head_dim_, ring = opt_.hist;
   const T root_d = static_cast<T>(std::sqrt(static_cast<double>(D)));
   thread_local std::vector<T> buf;
   buf.resize(static_cast<size_t>(2 * C + M));
@@ -213,7 +217,7 @@ void BrlMixer::token_rows_typed(const torch::Tensor& x, const torch::Tensor& y_g
                        prop_norm_->options.eps());
     const T* g = y_gen.data_ptr<T>() + r * C;
     for (int64_t i = 0; i < C; ++i) yr[i] = g[i] + std::max(yr[i], T(0));
-    std::copy_n(xr, C, state.block_inputs.data_ptr<T>() + (r * N + slot) * C);
+    std::copy_n(xr, C, state.block_inputs.data_ptr<T>() + (r * ring + slot) * C);
   }
 }
 

@@ -148,7 +148,7 @@ TEST(BlockAttention, ErrorsNameTheArgument) {
 // guard (the composed form), at the benchmark's head dim (C 64, H 4: D 16), batch 2, a partial
 // last block, diff on and off: outputs, memory update and every gradient.
 TEST(BlockAttention, BrlForwardMatchesComposed) {
-  for (const char* args : {"w=8:m=5:block=6", "w=8:m=16:block=16:diff=0"}) {
+  for (const char* args : {"w=8:m=5:block=6", "w=8:m=16:block=16:diff=0", "w=8:m=5:block=6:hist=18"}) {
     SCOPED_TRACE(args);
     torch::manual_seed(33);
     mixlab::MixerDims d;

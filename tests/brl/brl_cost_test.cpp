@@ -95,7 +95,7 @@ TEST(BrlCost, TimeAndCacheCountedByHand) {
   EXPECT_EQ(make("w=2:m=3:block=8")->cost_figures(16).congestion, "≥3");
   // hist 8 (h 2): W 2, m 3, N 4, T 10. time(t) = min(t,2) + 3, + 4 at t = 4 and + 8 at t = 8:
   // 3 4 5 5 9 5 5 5 13 5 -> max 13, sum 59. cache(t) = min(t+1,2) + min(t+1, 4 + t%4 + 1) + 3:
-  // max at t = 7 and 9: 2 + 8 + 3 = 13 (t = 9: min(10, 6) = 6 -> 11).
+  // max at t = 7: 2 + 8 + 3 = 13 (t = 9: min(10, 6) = 6 -> 11).
   const auto g = make("w=2:m=3:block=4:hist=8")->cost_figures(10);
   EXPECT_EQ(g.time_max, 13);
   EXPECT_DOUBLE_EQ(g.time_mean, 5.9);

@@ -93,6 +93,7 @@ TEST(BrlMixer, ForwardAndBackwardMatchReference) {
       {"w=3:m=3:block=4:hist=12", 9},
       {"w=2:m=5:block=3:hist=6:attn=laplace", 13},
       {"w=4:m=2:block=2:hist=8:attn=relu2:diff=0", 11},
+      {"w=3:m=3:block=4:hist=8:diff=0", 17},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args + " T=" + std::to_string(c.T));
@@ -178,8 +179,8 @@ TEST(BrlMixer, CompressedTokensReachThePreviousBlock) {
   }
 }
 
-// With hist = 3 blocks the compressed tokens of block k read blocks k-3..k-1: the reach of one
-// layer is the window plus hist tokens (MAD's compression needs 31 at w = block = 8: hist 32).
+// With hist = 3 blocks the compressed tokens of block k read blocks k-3..k-1: one layer lets a
+// token read the W tokens before it and the hist tokens before its block, nothing earlier.
 TEST(BrlMixer, HistoryOfSeveralBlocksExtendsTheReach) {
   for (const char* attn : {"softmax", "laplace"}) {
     SCOPED_TRACE(attn);
@@ -306,6 +307,11 @@ TEST(BrlMixer, RejectsBadInput) {
   auto state = mixer->init_state(1);
   expect_error([&] { mixer->step(*state, torch::randn({2, 8})); }, {"brl step", "x_t"});
   expect_error([&] { make("w=2", dims(8, 3)); }, "divisible");
+  BrlOptions o;
+  o.window = 4;
+  o.block = 4;
+  o.hist = 6;
+  expect_error([&] { BrlMixer(dims(), o); }, {"brl", "hist", "multiple of block (4)", "got 6"});
 }
 
 }  // namespace

@@ -110,7 +110,7 @@ TEST(ModelDecode, FastStepEqualsReferenceStep) {
 // double, against the reference step with autograd on (every mixer's ATen step as well).
 TEST(ModelDecode, FastStepEqualsReferenceStepWithMemoryStream) {
   const std::vector<std::vector<std::string>> stacks = {
-      {"brl:w=3:m=2:block=4", "brl:w=3:m=2:block=4"},
+      {"brl:w=3:m=2:block=4", "brl:w=3:m=2:block=4:hist=12"},
       {"brl:w=2:m=3:block=5:attn=laplace:diff=0", "resolvent:pow2+cache"}};
   for (const auto& stack : stacks) {
     for (auto dtype : {torch::kFloat, torch::kDouble}) {

@@ -103,19 +103,19 @@ class BrlMixer : public MemoryMixer {
   torch::Tensor attn_weights(const torch::Tensor& scores) const;
   /// Decode on raw rows (src/brl/brl_step_rows.cpp; otherwise step takes the ATen ops, its
   /// tested reference). Per token: whether step computes F_prop, the sum with F_gen (the local
-  /// mixer's own step) and the block buffer's write on raw rows: no autograd, x_t (B,C) (strided
+  /// mixer's own step) and the inputs ring's write on raw rows: no autograd, x_t (B,C) (strided
   /// is fine: a contiguous copy is taken), the state's block inputs and F_prop keys/values
   /// contiguous CPU tensors of the layer's float or double dtype. Ask it after the step's block
   /// boundary (the keys/values are set there).
   bool decodes_on_rows(const torch::Tensor& x_t, const BrlState& state) const;
   /// At a block boundary: whether step computes F_comp, the evolution and F_prop's keys/values on
-  /// raw rows: no autograd, memory (B,M,C) of the layer's dtype (strided is fine), the block
-  /// buffer and every parameter they read contiguous CPU tensors of that dtype.
+  /// raw rows: no autograd, memory (B,M,C) of the layer's dtype (strided is fine), the inputs
+  /// ring and every parameter they read contiguous CPU tensors of that dtype.
   bool boundary_on_rows(const torch::Tensor& memory, const BrlState& state) const;
 
   // The parts, on any leading dims "...": shared by forward and step (the dense reference in
   // brl_reference.h recomputes them independently).
-  /// ct (...,M,C), history (...,N,C) -> F_comp (...,M,C), group-normed.
+  /// ct (...,M,C), history (...,L,C) (any length L) -> F_comp (...,M,C), group-normed.
   torch::Tensor compress(const torch::Tensor& ct, const torch::Tensor& history);
   /// ct (...,M,C), ct_bar (...,M,C) -> ct' (...,M,C).
   torch::Tensor evolve(const torch::Tensor& ct, const torch::Tensor& ct_bar);
@@ -133,7 +133,7 @@ class BrlMixer : public MemoryMixer {
   torch::Tensor boundary_rows(const torch::Tensor& memory, BrlState& state);
   template <typename T>
   void boundary_rows_typed(const torch::Tensor& memory, BrlState& state, torch::Tensor& delta);
-  /// Raw-row token: y = y_gen + F_prop(x) (x, y_gen contiguous (B,C)); x into the block buffer.
+  /// Raw-row token: y = y_gen + F_prop(x) (x, y_gen contiguous (B,C)); x into the inputs ring.
   torch::Tensor token_rows(const torch::Tensor& x, const torch::Tensor& y_gen, BrlState& state, int64_t slot);
   template <typename T>
   void token_rows_typed(const torch::Tensor& x, const torch::Tensor& y_gen, BrlState& state, int64_t slot,
