@@ -216,20 +216,25 @@ MemoryOutput BrlMixer::forward_softmax(const torch::Tensor& xb, const torch::Ten
     const size_t iv = opt_.diff ? 2 : 1;
     const auto k1 = history_pieces(parts[0], h), v = history_pieces(parts[iv], h);
     std::vector<HistoryPiece> k2;
-    if (opt_.diff) k2 = history_pieces(parts[1], h);
+    torch::Tensor gamma_h;  // γ per head, once for every piece
+    if (opt_.diff) {
+      k2 = history_pieces(parts[1], h);
+      gamma_h = gamma().view({H, 1});
+    }
     std::vector<torch::Tensor> outs;
     for (size_t i = 0; i < k1.size(); ++i) {
       const int64_t G = B * k1[i].count, len = k1[i].rows.size(2);
       auto q = q_all.narrow(1, k1[i].first - 1, k1[i].count).reshape({G, M, H, D});
       auto rows = [&](const HistoryPiece& piece) { return piece.rows.reshape({G, len, H, D}); };
       auto out = block_attention(q, rows(k1[i]), rows(v[i]), scale);  // (G,M,H,D)
-      if (opt_.diff) out = out - gamma().view({H, 1}) * block_attention(q, rows(k2[i]), rows(v[i]), scale);
+      if (opt_.diff) out = out - gamma_h * block_attention(q, rows(k2[i]), rows(v[i]), scale);
       outs.push_back(out.reshape({B, k1[i].count, M, C}));
     }
     auto comp = comp_norm_(torch::cat(outs, 1).view({B * (K - 1) * M, C})).view({B, K - 1, M, C});
     ct_bar = torch::cat({memory.narrow(1, 0, 1), comp}, 1);
   } else if (K > 1) {
-    // h == 1. F_comp for block k + 1 from history block k: the queries of blocks 1..K-1 shifted down one
+    // h == 1 (the default), kept apart from the branch above because it needs no copy of the
+    // keys and values: F_comp for block k + 1 from history block k: the queries of blocks 1..K-1 shifted down one
     // block, so group (b, k) pairs the queries of block k + 1 with history k (the last group's
     // queries are zeros and its result is dropped).
     auto q = comp_q_(memory.narrow(1, 1, K - 1));

@@ -105,9 +105,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // Kernel 1 with gradients: the fused forward (saving its checkpoints) and the fused backward (from
-// them). g is the log
-// decay as the kernel reads it ((B,H,T) for a scalar gate, else (B,H,T,Dk)); s0 an empty tensor
-// when there is no initial state (autograd's apply takes defined tensors).
+// them). g is the log decay as the kernel reads it ((B,H,T) for a scalar gate, else (B,H,T,Dk));
+// s0 an empty tensor when there is no initial state (autograd's apply takes defined tensors).
 class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

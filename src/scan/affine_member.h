@@ -157,8 +157,8 @@ inline torch::Tensor mamba_dt_bias_init(int64_t H) {
   const auto dt = torch::exp(torch::rand({H}) * (std::log(0.1) - std::log(1e-3)) + std::log(1e-3)).clamp_min(1e-4);
   return dt + torch::log(-torch::expm1(-dt));  // softplus^-1(dt)
 }
-/// (B,T,H*D) -> (B,H,T,D)
 
+/// (B,T,H*D) -> (B,H,T,D)
 inline torch::Tensor heads_first(const torch::Tensor& t, int64_t H) {
   return t.reshape({t.size(0), t.size(1), H, -1}).permute({0, 2, 1, 3});
 }
