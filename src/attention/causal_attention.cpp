@@ -197,7 +197,7 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
 bool causal_attention_is_native(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   const auto dtype = q.scalar_type();
   if (dtype != torch::kFloat && dtype != torch::kDouble) return false;
-  const int64_t lanes = dtype == torch::kFloat ? fk::lanes<float>() : fk::lanes<double>();
+  const int64_t lanes = dtype == torch::kFloat ? fk::row_lanes<float>() : fk::row_lanes<double>();
   return q.size(3) % lanes == 0;
 }
 

@@ -19,10 +19,18 @@
 
 namespace mixlab::detail::flash {
 
-/// Lanes per vector for element type E (16 float, 8 double). The kernels need D % lanes == 0.
+/// Lanes per vector for element type E (16 float, 8 double): the unit of the key blocks.
 template <typename E>
 constexpr int64_t lanes() {
   return vector_lanes<E>();
+}
+
+/// The head dims the kernels take: multiples of one 16-byte vector (4 float, 2 double). A row of
+/// D runs in the widest of the set's vectors that divides it: D 8 in float is one ymm under
+/// AVX-512, where it took the composed form while the kernels needed whole 64-byte vectors.
+template <typename E>
+constexpr int64_t row_lanes() {
+  return 16 / static_cast<int64_t>(sizeof(E));
 }
 
 /// Query rows per block and keys per block (4 vectors of keys).

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "mixlab/attention/block_attention.h"
+#include "mixlab/attention/causal_attention.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/rope.h"
 #include "mixlab/core/tensor_checks.h"
@@ -59,18 +61,20 @@ torch::Tensor PsmTransformerImpl::forward(const torch::Tensor& x) {
   MIXLAB_ASSERT(x.dim() == 3 && x.size(2) == o.d && x.size(1) >= 1 && x.size(1) <= o.max_positions,
                 "PsmTransformer: x must be (N,S,{}) with 1 <= S <= {}, got {}", o.d, o.max_positions, shape_string(x));
   const int64_t N = x.size(0), S = x.size(1), H = o.heads, D = o.d / o.heads;
-  torch::Tensor mask;  // (S,S) true where a score is removed
-  if (o.causal) mask = torch::ones({S, S}, x.options().dtype(torch::kBool)).triu(1);
   const torch::Tensor h0 = o.rope ? x : x + pos_.narrow(0, 0, S);
   torch::Tensor h = h0;
   for (auto& b : blocks_) {
     auto qkv = b.qkv(b.ln1(h)).view({N, S, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3,N,H,S,D)
     auto q = qkv[0], k = qkv[1], v = qkv[2];
     if (o.rope) q = rope_apply(q), k = rope_apply(k);
-    auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(D));  // (N,H,S,S)
-    if (o.causal) scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
-    auto att = torch::matmul(torch::softmax(scores, -1), v);  // (N,H,S,D)
-    h = h + b.proj(att.transpose(1, 2).reshape({N, S, o.d}));
+    // The attention ops of mixlab/attention, not (N,H,S,S) score matmuls: a T-PSM runs one small
+    // transformer per chunk (S = 2c rows, often 8), thousands of tiny matrices a call, where
+    // LibTorch's batched matmul paid per matrix (issue 38; docs/BENCHMARKS.md has the step).
+    // block_attention reads (N,S,H,D) views and writes the rows the projection takes.
+    auto att = o.causal ? causal_attention(q, k, v).transpose(1, 2)  // (N,S,H,D)
+                        : block_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                          1.0 / std::sqrt(static_cast<double>(D)));
+    h = h + b.proj(att.reshape({N, S, o.d}));
     if (!o.attention_only) h = h + b.fc2(torch::gelu(b.fc1(b.ln2(h))));
   }
   if (!o.attention_only) return ln_f_(h);

@@ -2,7 +2,8 @@
 // flash_kernels_generic.cpp, flash_kernels_avx2.cpp and
 // flash_kernels_avx512.cpp, each run below through MIXLAB_CPU_ISA) against the
 // composed LibTorch form (ComposedAttentionGuard) in every instruction-set build this CPU runs:
-// forward and the three gradients, float and double, head dims that use 4, 3, 2 and 1 vectors,
+// forward and the three gradients, float and double, head dims that use 4, 3, 2 and 1 vectors and
+// narrower ones (D 4, 8, 12, 24: a half or a quarter of a zmm),
 // query counts around the 32-row blocks, cached positions before the queries (prefill), strided
 // inputs; a finite-difference check in double; the fallback for other head dims; bad arguments.
 // The same for a window (local attention): every window size against the block sizes, with the
@@ -55,7 +56,8 @@ TEST(CausalAttention, EveryBuildMatchesComposed) {
     int64_t B, H, T, S, D;
   };
   const std::vector<Case> cases = {{1, 1, 1, 0, 16},   {2, 3, 5, 0, 64},  {1, 2, 32, 0, 48}, {1, 2, 33, 0, 32},
-                                   {2, 1, 100, 0, 80}, {1, 2, 70, 7, 64}, {1, 1, 3, 70, 16}, {1, 1, 200, 33, 64}};
+                                   {2, 1, 100, 0, 80}, {1, 2, 70, 7, 64}, {1, 1, 3, 70, 16}, {1, 1, 200, 33, 64},
+                                   {2, 4, 65, 0, 8},   {1, 2, 70, 5, 24}, {1, 1, 33, 0, 4},  {2, 1, 50, 3, 12}};
   for (auto dtype : {torch::kFloat, torch::kDouble}) {
     const double tol = dtype == torch::kFloat ? 3e-5 : 1e-11;
     for (const auto& c : cases) {
@@ -162,7 +164,8 @@ TEST(CausalAttention, WindowEveryBuildMatchesComposed) {
   };
   const std::vector<Case> cases = {{1, 0, 16, 1},      {40, 0, 16, 1},    {100, 0, 64, 5},  {130, 0, 32, 31},
                                    {200, 0, 64, 32},   {200, 0, 48, 63},  {300, 0, 64, 64}, {300, 0, 16, 65},
-                                   {150, 20, 64, 100}, {70, 7, 64, 1000}, {5, 70, 16, 3}};
+                                   {150, 20, 64, 100}, {70, 7, 64, 1000}, {5, 70, 16, 3},   {65, 0, 8, 8},
+                                   {100, 0, 24, 5},    {40, 3, 12, 9},    {70, 0, 4, 40}};
   for (auto dtype : {torch::kFloat, torch::kDouble}) {
     const double tol = dtype == torch::kFloat ? 3e-5 : 1e-11;
     for (const auto& c : cases) {

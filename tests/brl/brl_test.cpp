@@ -1,6 +1,6 @@
 // BRL-Attention: spec errors, fast forward/backward vs the dense reference (every σ, diff on and
-// off, awkward T), finite-difference gradients in double, block causality, what the compressed
-// tokens reach, decode == forward, constant cache.
+// off, awkward T; the first layer's expanded memory), finite-difference gradients in double,
+// block causality, what the compressed tokens reach, decode == forward, constant cache.
 #include <gtest/gtest.h>
 
 #include "mixlab/brl/brl_mixer.h"
@@ -71,6 +71,26 @@ TEST(BrlSpec, ErrorsNameTheKey) {
   bad("w=4:hist=6", {"'hist'", "multiple of the block (4)", "got 6"});
 }
 
+// forward_memory against brl_reference_forward in double: y, the memory, and the gradients of
+// `inputs` and of every parameter under the same random upstream gradients.
+void expect_matches_reference(BrlMixer& mixer, const torch::Tensor& x, const torch::Tensor& mem,
+                              std::vector<torch::Tensor> inputs) {
+  auto fast = mixer.forward_memory(x, mem);
+  auto ref = brl_reference_forward(mixer, x, mem);
+  EXPECT_TRUE(all_close(fast.y, ref.y, 1e-9, 1e-10));
+  EXPECT_TRUE(all_close(fast.memory_delta, ref.memory_delta, 1e-9, 1e-10));
+  auto gy = torch::randn_like(fast.y), gm = torch::randn_like(fast.memory_delta);
+  for (const auto& p : mixer.parameters()) inputs.push_back(p);
+  auto g_fast = torch::autograd::grad({fast.y, fast.memory_delta}, inputs, {gy, gm}, false, false, true);
+  auto g_ref = torch::autograd::grad({ref.y, ref.memory_delta}, inputs, {gy, gm}, false, false, true);
+  ASSERT_EQ(g_fast.size(), g_ref.size());
+  for (size_t i = 0; i < g_fast.size(); ++i) {
+    SCOPED_TRACE("input " + std::to_string(i));
+    ASSERT_EQ(g_fast[i].defined(), g_ref[i].defined());
+    if (g_fast[i].defined()) EXPECT_TRUE(all_close(g_fast[i], g_ref[i], 1e-8, 1e-10));
+  }
+}
+
 struct Case {
   std::string args;
   int64_t T;
@@ -104,21 +124,26 @@ TEST(BrlMixer, ForwardAndBackwardMatchReference) {
     auto x = torch::randn({B, c.T, 8}, torch::kDouble).requires_grad_(true);
     auto mem =
         (torch::randn({B, mixer->blocks_for(c.T), mixer->options().slots, 8}, torch::kDouble)).requires_grad_(true);
-    auto fast = mixer->forward_memory(x, mem);
-    auto ref = brl_reference_forward(*mixer, x, mem);
-    EXPECT_TRUE(all_close(fast.y, ref.y, 1e-9, 1e-10));
-    EXPECT_TRUE(all_close(fast.memory_delta, ref.memory_delta, 1e-9, 1e-10));
-    auto gy = torch::randn_like(fast.y), gm = torch::randn_like(fast.memory_delta);
-    std::vector<torch::Tensor> inputs = {x, mem};
-    for (const auto& p : mixer->parameters()) inputs.push_back(p);
-    auto g_fast = torch::autograd::grad({fast.y, fast.memory_delta}, inputs, {gy, gm}, false, false, true);
-    auto g_ref = torch::autograd::grad({ref.y, ref.memory_delta}, inputs, {gy, gm}, false, false, true);
-    ASSERT_EQ(g_fast.size(), g_ref.size());
-    for (size_t i = 0; i < g_fast.size(); ++i) {
-      SCOPED_TRACE("input " + std::to_string(i));
-      ASSERT_EQ(g_fast[i].defined(), g_ref[i].defined());
-      if (g_fast[i].defined()) EXPECT_TRUE(all_close(g_fast[i], g_ref[i], 1e-8, 1e-10));
-    }
+    expect_matches_reference(*mixer, x, mem, {x, mem});
+  }
+}
+
+// The first layer's memory is ct0 expanded over (batch, block) with stride 0 (memory_init); the
+// fast forward maps ct0's rows once and expands them (map_rows). Against the dense reference on
+// the same expanded memory: outputs and the gradients of x and of every parameter, ct0 included.
+TEST(BrlMixer, ExpandedFirstLayerMemoryMatchesReference) {
+  for (const std::string args : {"w=3:m=3:block=4", "w=3:m=3:block=4:hist=12", "w=2:m=5:block=3:attn=laplace",
+                                 "w=3:m=3:block=4:diff=0:beta=0.7"}) {
+    SCOPED_TRACE(args);
+    torch::manual_seed(8);
+    auto mixer = make(args);
+    mixer->to(torch::kDouble);
+    const int64_t B = 3, T = 21;
+    auto x = torch::randn({B, T, 8}, torch::kDouble).requires_grad_(true);
+    auto mem = mixer->memory_init(B, T);
+    ASSERT_EQ(mem.stride(0), 0);
+    ASSERT_EQ(mem.stride(1), 0);
+    expect_matches_reference(*mixer, x, mem, {x});
   }
 }
 

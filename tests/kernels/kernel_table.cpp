@@ -8,8 +8,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "mixlab/attention/block_attention.h"
 #include "mixlab/attention/causal_attention.h"
-#include "mixlab/brl/block_attention.h"
 #include "mixlab/brl/brl_mixer.h"
 #include "mixlab/brl/brl_reference.h"
 #include "mixlab/resolvent/resolvent.h"
@@ -455,7 +455,7 @@ KernelCase brl_row() {
   return row;
 }
 
-// ---- BRL's block attention (tests/brl/block_attention_test.cpp) -------------------------------
+// ---- block attention, BRL's and the T-PSM's (tests/attention/block_attention_test.cpp) --------
 // q (G,T,H,D) (T: the queries of a group), k, v (G,K,H,D) as views of linear outputs (G,L,H·D);
 // every key, no mask. The reference is the definition written out per head: softmax(scale q k^T)
 // v. Lk 1 (one compressed token), odd D, groups of one. Tolerances: block_attention_test's.

@@ -15,9 +15,9 @@
 //             the key blocks up to their diagonal with an online softmax; the backward
 //             recomputes the probabilities from the rows' log-sum-exps. No (T, S+T) tensor exists,
 //             keys above the diagonal cost nothing, and memory is O((S+T) D) per (batch, head).
-//             Float32 and float64 with D a multiple of 16 (float) or 8 (double), CPU; one build per
-//             instruction set (mixlab/core/cpu_isa.h). First-order gradients (the backward is not
-//             itself differentiable).
+//             Float32 and float64 with D a multiple of 4 (float) or 2 (double), CPU; one build per
+//             instruction set (mixlab/core/cpu_isa.h), D in the widest of its vectors that
+//             divides it. First-order gradients (the backward is not itself differentiable).
 //   composed  LibTorch ops: scores, mask, softmax, product, in query tiles of kAttentionTile rows
 //             (no T x T tensor beyond a tile). Every other case, and everything under
 //             ComposedAttentionGuard; differentiable to any order.

@@ -125,8 +125,11 @@ class BrlMixer : public MemoryMixer {
   torch::Tensor propagate(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& v);
 
  private:
+  /// comp_norm_ on rows (...,C): a layer norm over each head's D channels, then the group norm's
+  /// affine map (the same groups, eps and values as GroupNorm(H, C)).
+  torch::Tensor comp_normed(const torch::Tensor& rows) const;
   /// forward_memory for softmax σ on blocks xb (B,K,N,C): F_comp and F_prop through
-  /// block_attention (mixlab/brl/block_attention.h) on unsplit heads, the layer input's four maps
+  /// block_attention (mixlab/attention/block_attention.h) on unsplit heads, the layer input's four maps
   /// (K1, K2, V, F_prop's Q) as one product. Returns {relu(LN(F_prop)) (B,K,N,C), ct' (B,K,M,C)}.
   MemoryOutput forward_softmax(const torch::Tensor& xb, const torch::Tensor& memory);
   /// Raw-row boundary: ct' (B,M,C) from memory (contiguous); sets state.prop_k/prop_v.

@@ -41,6 +41,47 @@ constexpr int64_t native_lanes() {
 }
 static_assert(kVectorBytes % MIXLAB_ISA_VEC_BYTES == 0, "the layout's vector is whole native vectors");
 
+// A vector of Bytes bytes of E (16 to the set's width): the narrower register a kernel uses along
+// a row of n elements that is not a whole number of native vectors (a head dim of 8 floats under
+// AVX-512, MAD's model: d_model 128 over 16 heads). GCC lowers it to the set's ymm or xmm.
+template <typename E, int Bytes>
+struct VecOfBytes {
+  static_assert(Bytes >= 16 && Bytes <= MIXLAB_ISA_VEC_BYTES, "16 bytes to the set's width");
+  typedef E type __attribute__((vector_size(Bytes)));
+};
+
+// The fewest lanes of any row vector (16 bytes): rows of a multiple of it run in vectors on every set.
+template <typename E>
+constexpr int64_t row_vector_lanes() {
+  return 16 / static_cast<int64_t>(sizeof(E));
+}
+
+// Calls f(static_cast<RV*>(nullptr)) with RV the widest vector of 16 bytes to the set's width
+// whose lanes divide n (a row's length); false, without calling f, when n is not a multiple of
+// row_vector_lanes<E>(). The tag is a pointer: a vector argument wider than 16 bytes would change
+// the call's ABI between the per-set objects.
+template <typename E, typename F>
+inline bool with_row_vector(int64_t n, F&& f) {
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(E));
+  if (bytes % MIXLAB_ISA_VEC_BYTES == 0) {
+    f(static_cast<typename VecOf<E>::type*>(nullptr));
+    return true;
+  }
+  if constexpr (MIXLAB_ISA_VEC_BYTES >= 32) {
+    if (bytes % (MIXLAB_ISA_VEC_BYTES / 2) == 0) {
+      f(static_cast<typename VecOfBytes<E, MIXLAB_ISA_VEC_BYTES / 2>::type*>(nullptr));
+      return true;
+    }
+  }
+  if constexpr (MIXLAB_ISA_VEC_BYTES >= 64) {
+    if (bytes % 16 == 0) {
+      f(static_cast<typename VecOfBytes<E, 16>::type*>(nullptr));
+      return true;
+    }
+  }
+  return false;
+}
+
 template <typename V, typename E>
 inline V load(const E* p) {
   V v;

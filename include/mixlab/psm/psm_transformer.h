@@ -22,8 +22,9 @@
 // 1/sqrt(2L)). GPT-2 chose 0.02 for width 768; at d = 64 it starts every score near 0, hence the
 // option (measured on MQAR in the same RESULTS section as rope: no help alone).
 //
-// Cost: O(N L (S d^2 + S^2 d)). The S x S score matrix is materialised: S is 2c, the concatenated
-// pair of chunks, never the sequence length.
+// Cost: O(N L (S d^2 + S^2 d)). The attention runs on mixlab/attention's kernels, block_attention
+// (bidirectional) and causal_attention (causal), which take each (row, head) pair's S scores in
+// scratch: S is 2c, the concatenated pair of chunks, never the sequence length.
 //
 // Decode on raw rows (step_rows, src/psm/psm_transformer_step.cpp): the same math for ONE
 // sequence, row by row, with the keys and values of every layer kept in a caller-owned cache, so

@@ -1,4 +1,4 @@
-// Private: the native block cross-attention of mixlab/brl/block_attention.h on raw rows of one
+// Private: the native block cross-attention of mixlab/attention/block_attention.h on raw rows of one
 // (group, head), compiled once per instruction set (block_attention_kernels_*.cpp) and picked at
 // run time (block_attention.cpp). No LibTorch header: the per-ISA objects are built with their own
 // -m flags and must not share the precompiled header.
@@ -13,7 +13,7 @@
 
 #include "mixlab/core/isa_dispatch.h"
 
-namespace mixlab::detail::brl_block {
+namespace mixlab::detail::block_attn {
 
 /// One (group, head): out[i] = sum_j softmax_j(scale q[i] . k[j]) v[j], i < Lq, j < Lk (every key,
 /// no mask). Rows have unit column stride; *_row are row strides in elements. lse: Lq values (the
@@ -78,4 +78,4 @@ MIXLAB_DECLARE_PER_ISA(void block_attention(const BlockRows<float>& r);
                        void block_attention_backward(const BlockGradRows<float>& r);
                        void block_attention_backward(const BlockGradRows<double>& r);)
 
-}  // namespace mixlab::detail::brl_block
+}  // namespace mixlab::detail::block_attn

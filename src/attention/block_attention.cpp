@@ -1,7 +1,7 @@
-// block_attention (mixlab/brl/block_attention.h): argument checks, the composed LibTorch form, and
+// block_attention (mixlab/attention/block_attention.h): argument checks, the composed LibTorch form, and
 // the native form: a parallel loop over (group, head) running block_attention_kernels.inc built for
 // the instruction set mixlab/core/cpu_isa.h picks, inside an autograd function.
-#include "mixlab/brl/block_attention.h"
+#include "mixlab/attention/block_attention.h"
 
 #include <ATen/Parallel.h>
 
@@ -14,7 +14,7 @@
 namespace mixlab {
 namespace {
 
-namespace bk = detail::brl_block;
+namespace bk = detail::block_attn;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -55,10 +55,10 @@ struct Kernels {
 
 template <typename E>
 Kernels<E> kernels_for(CpuIsa isa) {
-#define MIXLAB_BRL_BLOCK_KERNELS(ns) \
+#define MIXLAB_BLOCK_ATTENTION_KERNELS(ns) \
   Kernels<E> { bk::ns::block_attention, bk::ns::block_attention_backward }
-  return MIXLAB_ISA_SELECT(isa, MIXLAB_BRL_BLOCK_KERNELS);
-#undef MIXLAB_BRL_BLOCK_KERNELS
+  return MIXLAB_ISA_SELECT(isa, MIXLAB_BLOCK_ATTENTION_KERNELS);
+#undef MIXLAB_BLOCK_ATTENTION_KERNELS
 }
 
 torch::Tensor unit_columns(const torch::Tensor& x) { return x.stride(3) == 1 ? x : x.contiguous(); }
