@@ -409,8 +409,8 @@ Causal softmax attention on split heads: y[b,h,i] = softmax_j<=S+i(q_i . k_j / s
 
 q (B,H,T,D); k, v (B,H,S+T,D) (S >= 0 cached positions before the queries). window W > 0: local
 attention, j runs over max(0, S+i-W)..S+i only (key blocks before the window are skipped). Native blocked kernel
-(no T x T tensor, keys above the diagonal skipped) for float32/float64 with D a multiple of 16
-(float) or 8 (double); LibTorch ops otherwise. Differentiable in q, k and v.
+(no T x T tensor, keys above the diagonal skipped) for float32/float64 with D a multiple of 4
+(float) or 2 (double); LibTorch ops otherwise. Differentiable in q, k and v.
 )doc");
 }
 

@@ -3,10 +3,10 @@
 // run time (block_attention.cpp). No LibTorch header: the per-ISA objects are built with their own
 // -m flags and must not share the precompiled header.
 //
-// A (group, head) is small (F_prop: 64 queries over 16 keys of 16 channels; F_comp: 16 queries
-// over 64 keys): all Lq x Lk scores fit in scratch, so there is no key blocking or online softmax;
-// the keys (and values, backward) are transposed once so that every product is a register tile
-// of 4 rows over contiguous vectors and no product sums across lanes.
+// A (group, head) is small (BRL's F_prop: 64 queries over 16 keys of 16 channels; its F_comp: 16
+// queries over 64 keys; the T-PSM's Agg: 2c rows over the same 2c): all Lq x Lk scores fit in scratch, so there is no
+// key blocking or online softmax; the keys (and values, backward) are transposed once so that every product is a
+// register tile of 4 rows over contiguous vectors and no product sums across lanes.
 #pragma once
 
 #include <cstdint>

@@ -68,9 +68,10 @@ std::vector<HistoryPiece> history_pieces(const torch::Tensor& p, int64_t h) {
 // map(rows) for memory rows (...,M,C). The first layer's memory is ct0 expanded over (B,K) with
 // stride 0 (memory_init): the map of ct0's M rows, expanded, is the same tensor without B·K
 // copies of the product (comp_q and evolve_m each cost as much as a map of the layer's input).
+// A leading dim of size 1 (one block, or a decode batch of 1) is collapsed the same way.
 torch::Tensor map_rows(torch::nn::Linear& map, const torch::Tensor& rows) {
   torch::Tensor base = rows;
-  while (base.dim() > 2 && base.stride(0) == 0) base = base.select(0, 0);
+  while (base.dim() > 2 && base.size(0) > 0 && (base.stride(0) == 0 || base.size(0) == 1)) base = base.select(0, 0);
   if (base.dim() > 2) return map(rows);
   auto sizes = rows.sizes().vec();
   sizes.back() = map->options.out_features();

@@ -142,7 +142,3 @@ TEST(BlockAttention, ErrorsNameTheArgument) {
   expect_error([&] { mixlab::block_attention(q, torch::Tensor(), k, 1.0); }, "block_attention: k");
   expect_error([&] { mixlab::block_attention(q.to(torch::kInt), k, k, 1.0); }, "block_attention: q");
 }
-
-// BRL's softmax forward (F_comp and F_prop through the kernel) against the same layer under the
-// guard (the composed form), at the benchmark's head dim (C 64, H 4: D 16), batch 2, a partial
-// last block, diff on and off: outputs, memory update and every gradient.

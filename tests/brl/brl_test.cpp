@@ -138,12 +138,14 @@ TEST(BrlMixer, ExpandedFirstLayerMemoryMatchesReference) {
     torch::manual_seed(8);
     auto mixer = make(args);
     mixer->to(torch::kDouble);
-    const int64_t B = 3, T = 21;
-    auto x = torch::randn({B, T, 8}, torch::kDouble).requires_grad_(true);
-    auto mem = mixer->memory_init(B, T);
-    ASSERT_EQ(mem.stride(0), 0);
-    ASSERT_EQ(mem.stride(1), 0);
-    expect_matches_reference(*mixer, x, mem, {x});
+    for (const int64_t B : {3, 1}) {
+      const int64_t T = 21;
+      auto x = torch::randn({B, T, 8}, torch::kDouble).requires_grad_(true);
+      auto mem = mixer->memory_init(B, T);
+      ASSERT_EQ(mem.stride(0), 0);
+      ASSERT_EQ(mem.stride(1), 0);
+      expect_matches_reference(*mixer, x, mem, {x});
+    }
   }
 }
 

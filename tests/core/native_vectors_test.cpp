@@ -1,10 +1,10 @@
 // mixlab/core/native_vectors.h in this file's build (the baseline's 16-byte vectors): the partial
 // loads and stores touch only their m elements, the butterfly reductions give every lane the
 // maximum or the sum, the transposing lane sums give each slot its own sum (few_lane_sums the
-// same sums as one tree per vector), transpose_square transposes, and vexp is exp. The AVX2 and
-// AVX-512 builds of the same templates run inside the kernels that include them (the pattern
-// attention, flash, block attention, resolvent row and fused affine tests run every set this CPU
-// has).
+// same sums as one tree per vector), transpose_square transposes, vexp is exp, and
+// with_row_vector takes rows of whole 16-byte vectors. The AVX2 and AVX-512 builds of the same
+// templates run inside the kernels that include them (the pattern attention, flash, block
+// attention, resolvent row and fused affine tests run every set this CPU has).
 #include "mixlab/core/native_vectors.h"
 
 #include <gtest/gtest.h>
@@ -111,3 +111,25 @@ TEST(NativeVectors, VexpIsExpAndZeroFarBelow) {
 }
 
 }  // namespace
+
+// with_row_vector in this build (16-byte vectors): rows of a multiple of row_vector_lanes run in
+// one 16-byte vector type; any other length is refused without calling f. The narrower choices
+// of the AVX2 and AVX-512 builds (a ymm or xmm for D 8, 12, 24) run in the flash and block
+// attention tests' head dims on every set this CPU has.
+template <typename E>
+void check_row_vector_choice() {
+  constexpr int64_t lanes = row_vector_lanes<E>();
+  for (int64_t n = 1; n <= 6 * lanes; ++n) {
+    int64_t bytes = 0;
+    const bool ran = with_row_vector<E>(n, [&](auto* tag) { bytes = static_cast<int64_t>(sizeof(*tag)); });
+    EXPECT_EQ(ran, n % lanes == 0) << "n " << n;
+    EXPECT_EQ(bytes, ran ? 16 : 0) << "n " << n;
+  }
+}
+
+TEST(NativeVectors, RowVectorsTakeEveryMultipleOfSixteenBytes) {
+  EXPECT_EQ(row_vector_lanes<float>(), 4);
+  EXPECT_EQ(row_vector_lanes<double>(), 2);
+  check_row_vector_choice<float>();
+  check_row_vector_choice<double>();
+}

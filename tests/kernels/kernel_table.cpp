@@ -345,8 +345,9 @@ KernelCase toeplitz_row() {
 // ---- Causal attention (tests/attention/causal_attention_test.cpp) ------------------------------
 // q (B,H,T,D), k, v (B,H,S+T,D): views of one (B,S+T,3,H,D) projection as the mixer makes them,
 // q the last T positions. The reference is the definition written out: (T, S+T) scores, -inf
-// above the diagonal and (window W) before S+i-W, softmax, product. D a multiple of 16 so the
-// native kernel runs in float and double. Tolerances: 3e-5 float, 1e-11 double (native vs
+// above the diagonal and (window W) before S+i-W, softmax, product. D a multiple of 4 so the
+// native kernel runs in float and double: whole 64-byte vectors, and D 4, 8, 12 and 24 in the
+// narrower ones (MAD's model has D 8). Tolerances: 3e-5 float, 1e-11 double (native vs
 // composed, forward and the three gradients).
 
 Tensors attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window) {
@@ -384,12 +385,13 @@ KernelCase attention_row(bool windowed) {
   };
   if (windowed) {
     // Windows below, inside and across the 32-row query / 64-key blocks, with cached positions.
-    row.grid = {"B1 H1 T1 S0 D16 W1", "B2 H3 T7 S0 D16 W3", "B1 H3 T33 S5 D32 W8", "B2 H1 T79 S0 D64 W40",
-                "B1 H1 T79 S3 D16 W70"};
+    row.grid = {"B1 H1 T1 S0 D16 W1",   "B2 H3 T7 S0 D16 W3", "B1 H3 T33 S5 D32 W8", "B2 H1 T79 S0 D64 W40",
+                "B1 H1 T79 S3 D16 W70", "B2 H4 T40 S0 D8 W8", "B1 H2 T33 S3 D12 W5"};
     row.gradcheck_shape = "B1 H2 T6 S3 D8 W2";
     row.bench_shapes = {"B1 H4 T1024 S0 D64 W128"};
   } else {
-    row.grid = {"B1 H1 T1 S0 D16", "B2 H3 T7 S0 D16", "B1 H3 T33 S5 D32", "B2 H1 T79 S0 D64"};
+    row.grid = {"B1 H1 T1 S0 D16", "B2 H3 T7 S0 D16", "B1 H3 T33 S5 D32", "B2 H1 T79 S0 D64",
+                "B2 H4 T40 S0 D8", "B1 H2 T33 S3 D4", "B1 H1 T50 S0 D24"};
     row.gradcheck_shape = "B1 H2 T5 S3 D8";
     row.bench_shapes = {"B1 H4 T512 S0 D64"};
   }

@@ -1,5 +1,5 @@
 // mixlab/attention/causal_attention.h — causal softmax attention on split heads, the op under
-// AttentionMixer's full attention (forward and chunked prefill).
+// AttentionMixer's full and local:W attention (forward and chunked prefill) and the T-PSM's Inf.
 //
 //   y[b,h,i] = sum_{j <= S+i} softmax_j(q[b,h,i] . k[b,h,j] / sqrt(D)) v[b,h,j]
 //

@@ -24,7 +24,9 @@
 //
 // Cost: O(N L (S d^2 + S^2 d)). The attention runs on mixlab/attention's kernels, block_attention
 // (bidirectional) and causal_attention (causal), which take each (row, head) pair's S scores in
-// scratch: S is 2c, the concatenated pair of chunks, never the sequence length.
+// scratch: S is 2c, the concatenated pair of chunks, never the sequence length. Their backward is
+// not itself differentiable, so forward is differentiable to first order; under
+// ComposedAttentionGuard and ComposedBlockAttentionGuard it runs LibTorch ops, to any order.
 //
 // Decode on raw rows (step_rows, src/psm/psm_transformer_step.cpp): the same math for ONE
 // sequence, row by row, with the keys and values of every layer kept in a caller-owned cache, so
