@@ -31,14 +31,31 @@ int64_t mad_steps(const std::string& task) {
 
 // Preset mad's mixers: one spec per registered family (mixlab/registry/registry.h), in the
 // registry's order; tests/train/task_mad_test.cpp checks that every family has exactly one. Each
-// is its family's default spec except brl: its default history (one block of 8) leaves MAD's
-// compression answers, 31 tokens back, out of reach of a 2-layer model, where it stayed at
-// chance; hist=32 (the paper's 4 x window) reaches them (docs/log/results-2026-11.md,
-// "BRL's history").
+// is its family's default spec except two:
+// - brl: its default history (one block of 8) leaves MAD's compression answers, 31 tokens back,
+//   out of reach of a 2-layer model, where it stayed at chance; hist=32 (the paper's 4 x window)
+//   reaches them (docs/log/results-2026-11.md, "BRL's history").
+// - tpsm: its default (c = 4, GPT-2 Agg and Inf) stayed at chance on selective copying and
+//   induction (7.0 % at step 1500, 5.9 % at 1000); the recipe that learned MQAR ("What held T-PSM
+//   back on MQAR") with c = T/4 solves induction by step 1000 and compression by 2000
+//   (docs/log/results-2026-11.md, "The T-PSM on MAD").
 const std::vector<std::string>& mad_mixers() {
   static const std::vector<std::string> m = {
-      "attention", "local:8",   "ssm",      "resolvent:pow2", "linear_attn", "retnet", "gla",        "mamba",
-      "mlstm",     "gated_rfa", "deltanet", "gated_deltanet", "toeplitz",    "tpsm",   "brl:hist=32"};
+      "attention",
+      "local:8",
+      "ssm",
+      "resolvent:pow2",
+      "linear_attn",
+      "retnet",
+      "gla",
+      "mamba",
+      "mlstm",
+      "gated_rfa",
+      "deltanet",
+      "gated_deltanet",
+      "toeplitz",
+      "tpsm:c=16:compress=linear:identity=empty:inf=attention:pos=rope:init=0.08:agg=attention:compress_init=sum",
+      "brl:hist=32"};
   return m;
 }
 

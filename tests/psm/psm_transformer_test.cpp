@@ -4,6 +4,8 @@
 // build this CPU runs: output and the gradients of the input and of every parameter, float and
 // double, learned positions and RoPE, the GPT-2 form and attention_only, head dims 6 (the
 // composed causal form: not whole 16-byte vectors in float), 4, 8 and 16.
+#include "mixlab/psm/psm_transformer.h"
+
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -12,7 +14,6 @@
 
 #include "mixlab/attention/block_attention.h"
 #include "mixlab/attention/causal_attention.h"
-#include "mixlab/psm/psm_transformer.h"
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
 
