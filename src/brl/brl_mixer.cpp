@@ -254,9 +254,9 @@ MemoryOutput BrlMixer::forward_softmax(const torch::Tensor& xb, const torch::Ten
     ct_bar = torch::cat({memory.narrow(1, 0, 1), comp}, 1);
   } else if (K > 1) {
     // h == 1 (the default), kept apart from the branch above because it needs no copy of the
-    // keys and values: F_comp for block k + 1 from history block k: the queries of blocks 1..K-1 shifted down one
-    // block, so group (b, k) pairs the queries of block k + 1 with history k (the last group's
-    // queries are zeros and its result is dropped).
+    // keys and values. F_comp for block k + 1 from history block k: the queries of blocks 1..K-1
+    // shifted down one block, so group (b, k) pairs the queries of block k + 1 with history k
+    // (the last group's queries are zeros and its result is dropped).
     auto q = map_rows(comp_q_, memory.narrow(1, 1, K - 1));
     q = torch::cat({q, torch::zeros({B, 1, M, C}, q.options())}, 1).view({B * K, M, H, D});
     const double scale = 1.0 / (static_cast<double>(M) * std::sqrt(static_cast<double>(C)));
