@@ -6,10 +6,8 @@
 // per token and ~50 per block boundary per layer: ~20 µs per token, ~95 µs per boundary, all
 // dispatch. Here the same formulas run on contiguous rows (row_kernels.h): per token one
 // matrix-vector product, the m scores and the weighted sum per head, LayerNorm and relu; per
-// boundary the projections as one matrix product each (six ATen calls: their rows are many, up
-// to hist, where a matrix-vector product per row left the weights' reuse unused), the
-// (differential) cross-attention per head, the group norm as a LayerNorm per head segment, the
-// evolution.
+// boundary the projections row by row, the (differential) cross-attention per head, the group
+// norm as a LayerNorm per head segment, the evolution and the keys/values written per head.
 // F_gen (the local mixer's step) and the memory stream's own LN + FFN (model area) are not here.
 //
 // Same formulas in the same order as compress(), evolve(), prop_keys_values(), propagate() and
@@ -50,6 +48,13 @@ void attn_weights_row(BrlAttn attn, T* s, int64_t n) {
 template <typename T>
 const T* data_or_null(const torch::Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+// rows (n, in) → out (n, W.size(0)) through a bias-free Linear weight W (out, in).
+template <typename T>
+void linear_rows(const torch::Tensor& W, const T* rows, T* out, int64_t n) {
+  const int64_t o = W.size(0), in = W.size(1);
+  for (int64_t r = 0; r < n; ++r) row::linear<T>(W.data_ptr<T>(), nullptr, rows + r * in, out + r * o, o, in);
 }
 
 }  // namespace
@@ -100,29 +105,20 @@ template <typename T>
 void BrlMixer::boundary_rows_typed(const torch::Tensor& memory, BrlState& state, torch::Tensor& delta) {
   // N: the history rows, the last min(pos, hist) inputs (slots 0..N-1 of the ring, in any order).
   const int64_t B = memory.size(0), C = dims_.d_model, H = dims_.n_heads, M = opt_.slots;
-  const int64_t N = std::min(state.pos, opt_.hist), D = head_dim_;
+  const int64_t N = std::min(state.pos, opt_.hist), D = head_dim_, stride = opt_.hist;
   const bool history = state.pos > 0, diff = opt_.diff;
   const T scale = static_cast<T>(1.0 / (static_cast<double>(M) * std::sqrt(static_cast<double>(C))));
-  // The maps of many rows as one matrix product each (BLAS), every batch row at once: the history's
-  // keys and values (N rows: hist = 32 at C 128 was 96 matrix-vector products a boundary, most of
-  // brl:hist=32's decode), the slots' queries and f^M(ct); F_prop's keys and values after the loop.
-  auto mapped = [](const torch::Tensor& rows, const torch::Tensor& W) { return at::matmul(rows, W.t()).contiguous(); };
-  torch::Tensor q_all, k1_all, k2_all, v_all;
-  if (history) {
-    const auto hist_rows = state.block_inputs.narrow(1, 0, N);  // (B,N,C)
-    q_all = mapped(memory, comp_q_->weight);
-    k1_all = mapped(hist_rows, comp_k1_->weight);
-    v_all = mapped(hist_rows, comp_v_->weight);
-    if (diff) k2_all = mapped(hist_rows, comp_k2_->weight);
-  }
-  const torch::Tensor fm_all = mapped(memory, evolve_m_->weight);  // (B,M,C) f^M(ct)
   thread_local std::vector<T> buf;
-  buf.resize(static_cast<size_t>(M * C + 2 * N + H + C));
-  T* ct_bar = buf.data();  // (M, C)
-  T* s1 = ct_bar + M * C;  // (N) one slot's weights against the history
-  T* s2 = s1 + N;          // (N)
-  T* gamma = s2 + N;       // (H)
-  T* tmp = gamma + H;      // (C)
+  buf.resize(static_cast<size_t>(2 * M * C + 3 * N * C + 2 * N + H + C));
+  T* q = buf.data();   // (M, C) F_comp queries; then ct̄
+  T* kv = q + M * C;   // (M, C) f^M(ct); then W_k ct', W_v ct' rows
+  T* k1 = kv + M * C;  // (N, C)
+  T* k2 = k1 + N * C;  // (N, C) diff only
+  T* v = k2 + N * C;   // (N, C)
+  T* s1 = v + N * C;   // (N) one slot's weights against the history
+  T* s2 = s1 + N;      // (N)
+  T* gamma = s2 + N;   // (H)
+  T* tmp = gamma + H;  // (C)
   if (diff)
     for (int64_t h = 0; h < H; ++h) {
       const T gq = gamma_q_.data_ptr<T>()[h];
@@ -131,14 +127,16 @@ void BrlMixer::boundary_rows_typed(const torch::Tensor& memory, BrlState& state,
   const T one_minus_beta = static_cast<T>(1.0 - opt_.beta), beta = static_cast<T>(opt_.beta);
   for (int64_t b = 0; b < B; ++b) {
     const T* ct = memory.data_ptr<T>() + b * M * C;
+    T* ct_bar = q;  // F_comp's output overwrites the queries row by row (each slot's q is read first)
     if (history) {
       // F_comp (compress): the slots query this layer's inputs of the block's history.
-      const T* q = q_all.data_ptr<T>() + b * M * C;
-      const T* k1 = k1_all.data_ptr<T>() + b * N * C;
-      const T* v = v_all.data_ptr<T>() + b * N * C;
-      const T* k2 = diff ? k2_all.data_ptr<T>() + b * N * C : nullptr;
+      const T* hist = state.block_inputs.data_ptr<T>() + b * stride * C;
+      linear_rows<T>(comp_q_->weight, ct, q, M);
+      linear_rows<T>(comp_k1_->weight, hist, k1, N);
+      linear_rows<T>(comp_v_->weight, hist, v, N);
+      if (diff) linear_rows<T>(comp_k2_->weight, hist, k2, N);
       for (int64_t m = 0; m < M; ++m) {
-        const T* qm = q + m * C;
+        T* qm = q + m * C;
         for (int64_t h = 0; h < H; ++h) {
           for (int64_t n = 0; n < N; ++n) s1[n] = row::dot<T>(qm + h * D, k1 + n * C + h * D, D) * scale;
           attn_weights_row<T>(opt_.attn, s1, N);
@@ -155,25 +153,30 @@ void BrlMixer::boundary_rows_typed(const torch::Tensor& memory, BrlState& state,
         const T* gw = data_or_null<T>(comp_norm_->weight);
         const T* gb = data_or_null<T>(comp_norm_->bias);
         for (int64_t h = 0; h < H; ++h)
-          row::layer_norm<T>(tmp + h * D, ct_bar + m * C + h * D, gw ? gw + h * D : nullptr, gb ? gb + h * D : nullptr,
-                             D, comp_norm_->options.eps());
+          row::layer_norm<T>(tmp + h * D, qm + h * D, gw ? gw + h * D : nullptr, gb ? gb + h * D : nullptr, D,
+                             comp_norm_->options.eps());
       }
     } else {
       std::copy_n(ct, M * C, ct_bar);  // block 0: no history, ct̄ = the incoming memory
     }
     // Evolution: ct' = (1 − β) LN(ct̄) + β f^M(ct).
     T* out = delta.data_ptr<T>() + b * M * C;
-    const T* fm = fm_all.data_ptr<T>() + b * M * C;
+    linear_rows<T>(evolve_m_->weight, ct, kv, M);
     for (int64_t m = 0; m < M; ++m) {
       row::layer_norm<T>(ct_bar + m * C, tmp, data_or_null<T>(evolve_norm_->weight),
                          data_or_null<T>(evolve_norm_->bias), C, evolve_norm_->options.eps());
-      for (int64_t i = 0; i < C; ++i) out[m * C + i] = one_minus_beta * tmp[i] + beta * fm[m * C + i];
+      for (int64_t i = 0; i < C; ++i) out[m * C + i] = one_minus_beta * tmp[i] + beta * kv[m * C + i];
     }
+    // F_prop's keys and values of ct', split per head: (B,H,M,D).
+    auto split_heads = [&](const torch::Tensor& W, torch::Tensor& dst) {
+      linear_rows<T>(W, out, kv, M);
+      T* d = dst.data_ptr<T>() + b * H * M * D;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t h = 0; h < H; ++h) std::copy_n(kv + m * C + h * D, D, d + (h * M + m) * D);
+    };
+    split_heads(prop_k_->weight, state.prop_k);
+    split_heads(prop_v_->weight, state.prop_v);
   }
-  // F_prop's keys and values of ct', split per head: (B,H,M,D).
-  auto split_heads = [&](const torch::Tensor& W) { return mapped(delta, W).view({B, M, H, D}).transpose(1, 2); };
-  state.prop_k.copy_(split_heads(prop_k_->weight));
-  state.prop_v.copy_(split_heads(prop_v_->weight));
 }
 
 torch::Tensor BrlMixer::token_rows(const torch::Tensor& x, const torch::Tensor& y_gen, BrlState& state, int64_t slot) {
