@@ -263,7 +263,7 @@ MemoryOutput BrlMixer::forward_softmax(const torch::Tensor& xb, const torch::Ten
     const auto v = part(opt_.diff ? 2 : 1, N);
     auto out = block_attention(q, part(0, N), v, scale);  // (B·K,M,H,D)
     if (opt_.diff) out = out - gamma().view({H, 1}) * block_attention(q, part(1, N), v, scale);
-    auto comp = comp_normed(out.view({B, K, M, C})).narrow(1, 0, K - 1);
+    auto comp = comp_normed(out.view({B, K, M, C}).narrow(1, 0, K - 1));  // the last group is dropped: not normed
     ct_bar = torch::cat({memory.narrow(1, 0, 1), comp}, 1);
   }
   auto ct_out = evolve(memory, ct_bar);  // (B,K,M,C)
