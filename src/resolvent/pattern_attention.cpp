@@ -249,6 +249,12 @@ class PatternAttentionFunction : public torch::autograd::Function<PatternAttenti
 
 }  // namespace
 
+bool pattern_attention_runs_vector_loops(int64_t head_dim, torch::ScalarType dtype) {
+  if (dtype == torch::kFloat) return kernels::supports<float>(head_dim);
+  if (dtype == torch::kDouble) return kernels::supports<double>(head_dim);
+  return false;
+}
+
 PatternAttention pattern_attention(const Tensor& q, const Tensor& k, const Pattern& pattern, bool with_diagonal,
                                    double rope_base, const ResolventState* past, int past_key_channel) {
   const char* fn = "pattern_attention";

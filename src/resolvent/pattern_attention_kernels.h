@@ -2,8 +2,10 @@
 // backward) on raw rows. The plain loops in pattern_attention.cpp run any head dim; the vector
 // loops of pattern_attention_kernels.inc, compiled once per instruction set
 // (pattern_attention_kernels_*.cpp) and picked per call through mixlab/core/cpu_isa.h, run head
-// dims of whole 64-byte vectors (16 floats, 8 doubles: the d = 64, 4-head models of compare have
-// D = 16).
+// dims of whole 16-byte vectors (a multiple of 4 floats or 2 doubles): along D in the widest vector
+// of the set whose lanes divide it (with_row_vector, mixlab/core/native_vectors.h). The d = 64,
+// 4-head models of compare have D = 16, one zmm under AVX-512; MAD's d = 128 over 16 heads has
+// D = 8, one ymm.
 //
 // Why vector loops: at compare's size the plain loops' dots of 16 elements and their one-row
 // scatters ran at a few GFLOP/s, and the dense recurrence's two pattern attentions per layer took a
@@ -94,10 +96,11 @@ inline void rotate_row_back(const AttentionRows<E>& p, int64_t t, E* __restrict 
 
 }  // namespace MIXLAB_NATIVE_NS
 
-/// Whether the vector loops run head dim D for element type E.
+/// Whether the vector loops run head dim D for element type E: with_row_vector has a vector for it
+/// on every set.
 template <typename E>
 constexpr bool supports(int64_t D) {
-  return D > 0 && D % vector_lanes<E>() == 0;
+  return D > 0 && D % ::mixlab::native::row_vector_lanes<E>() == 0;
 }
 
 // forward_slice: one (b,h) slice. q, k: row t at q + t·q_stride (D contiguous); pk (Np,D) past

@@ -200,7 +200,7 @@ struct ForwardLoops {
   RowSlice rows = nullptr;  // the register kernels of resolvent_row_kernels.h, when they apply
 };
 
-// Whether the register kernels take this call: D whole vectors, not forced off, and the BLAS-3
+// Whether the register kernels take this call: D whole 16-byte vectors, not forced off, and the BLAS-3
 // block solve (wide contiguous windows), which stays first where it applies, does not.
 template <typename scalar_t>
 bool register_kernels_apply(const detail::ResolventParams<scalar_t>& base) {

@@ -14,28 +14,26 @@
 // the plain loops scatter (each row collects the gradient of the later rows that read it), so
 // its sums run in another order: equal to the plain backward to rounding, not bit for bit.
 //
-// Needs D % lanes == 0 (16 float, 8 double); the caller falls back to resolvent_kernel.h
-// otherwise. No LibTorch header: the per-ISA objects are built with their own -m flags.
+// Needs D in whole 16-byte vectors (a multiple of 4 floats or 2 doubles): a row runs in the widest
+// vector of the set whose lanes divide D (with_row_vector, mixlab/core/native_vectors.h), so MAD's
+// head dim of 8 floats runs in ymm registers under AVX-512. The caller falls back to
+// resolvent_kernel.h otherwise. No LibTorch header: the per-ISA objects are built with their own
+// -m flags.
 #pragma once
 
 #include <cstdint>
 
 #include "mixlab/core/isa_dispatch.h"
+#include "mixlab/core/native_vectors.h"
 #include "resolvent_kernel.h"
 #include "resolvent_readers.h"
 
 namespace mixlab::detail::resolvent_rows {
 
-/// Lanes per vector for element type E (16 float, 8 double).
-template <typename E>
-constexpr int64_t lanes() {
-  return vector_lanes<E>();
-}
-
-/// Whether forward_slice supports head dim D for element type E.
+/// Whether forward_slice and backward_slice support head dim D for element type E.
 template <typename E>
 constexpr bool supports(int64_t D) {
-  return D > 0 && D % lanes<E>() == 0;
+  return D > 0 && D % ::mixlab::native::row_vector_lanes<E>() == 0;
 }
 
 /// What forward_slice reads: the flags of resolvent_kernel.h as run-time values (checked once per

@@ -1,7 +1,8 @@
 // mixlab/core/native_vectors.h in this file's build (the baseline's 16-byte vectors): the partial
 // loads and stores touch only their m elements, the butterfly reductions give every lane the
 // maximum or the sum, the transposing lane sums give each slot its own sum (few_lane_sums the
-// same sums as one tree per vector), transpose_square transposes, vexp is exp, and
+// same sums as one tree per vector, row_lane_sums those of narrower row vectors), transpose_square
+// and transpose_padded transpose, vexp is exp, and
 // with_row_vector takes rows of whole 16-byte vectors. The AVX2 and AVX-512 builds of the same
 // templates run inside the kernels that include them (the pattern attention, flash, block
 // attention, resolvent row and fused affine tests run every set this CPU has).
@@ -11,6 +12,8 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -95,6 +98,54 @@ void check_transpose_square() {
 TEST(NativeVectors, TransposeSquareTransposes) {
   check_transpose_square<float>();
   check_transpose_square<double>();
+}
+
+// row_lane_sums: row vectors of a half or a quarter of the native one (here 8- and 4-byte vectors
+// under this build's 16 bytes; a ymm or xmm under AVX-512), lane s = the sum of acc[s]'s lanes.
+template <typename V, typename RV>
+void check_row_lane_sums() {
+  using E = std::remove_reference_t<decltype(std::declval<V>()[0])>;
+  constexpr int N = lane_count<V>(), LR = lane_count<RV>();
+  RV acc[N];
+  for (int s = 0; s < N; ++s)
+    for (int l = 0; l < LR; ++l) acc[s][l] = E(s * 100 + l * 3 + 1);
+  const V sums = row_lane_sums<V>(acc);
+  for (int s = 0; s < N; ++s)
+    EXPECT_EQ(sums[s], E(s * 100 * LR + 3 * LR * (LR - 1) / 2 + LR)) << "N " << N << " LR " << LR << " slot " << s;
+}
+
+TEST(NativeVectors, RowLaneSumsOfNarrowerRowVectors) {
+  typedef float F2 __attribute__((vector_size(8)));
+  typedef float F1 __attribute__((vector_size(4)));
+  typedef double D1 __attribute__((vector_size(8)));
+  check_row_lane_sums<VecOf<float>::type, VecOf<float>::type>();
+  check_row_lane_sums<VecOf<float>::type, F2>();
+  check_row_lane_sums<VecOf<float>::type, F1>();
+  check_row_lane_sums<VecOf<double>::type, D1>();
+}
+
+// transpose_padded against element-by-element: every shape of rows and columns around the block
+// sizes (columns that are whole row vectors take square blocks of their width, others the native
+// blocks and an element tail), the padding columns zero.
+template <typename E>
+void check_transpose_padded() {
+  for (int64_t rows = 0; rows <= 13; ++rows)
+    for (int64_t cols = 1; cols <= 13; ++cols) {
+      const int64_t x_row = cols + 3, rows_p = rows + 5;
+      std::vector<E> x(static_cast<size_t>(std::max<int64_t>(rows, 1) * x_row));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = E(i + 1);
+      std::vector<E> bt(static_cast<size_t>(cols * rows_p), E(-1));
+      transpose_padded(x.data(), x_row, rows, rows_p, cols, bt.data());
+      for (int64_t d = 0; d < cols; ++d)
+        for (int64_t j = 0; j < rows_p; ++j)
+          ASSERT_EQ(bt[static_cast<size_t>(d * rows_p + j)], j < rows ? x[static_cast<size_t>(j * x_row + d)] : E(0))
+              << "rows " << rows << " cols " << cols << " at (" << d << ", " << j << ")";
+    }
+}
+
+TEST(NativeVectors, TransposePaddedTransposesAndPads) {
+  check_transpose_padded<float>();
+  check_transpose_padded<double>();
 }
 
 TEST(NativeVectors, VexpIsExpAndZeroFarBelow) {

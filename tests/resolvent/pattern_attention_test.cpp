@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <vector>
 
 #include "mixlab/core/error.h"
 #include "mixlab/core/rope.h"
@@ -142,29 +143,36 @@ TEST(PatternAttention, ChunkAfterStateEqualsComposedAndWhole) {
   }
 }
 
-// The vector loops (src/resolvent/pattern_attention_kernels.inc, head dims of whole 64-byte
+// The vector loops (src/resolvent/pattern_attention_kernels.inc, head dims of whole 16-byte
 // vectors; built as pattern_attention_kernels_generic.cpp, pattern_attention_kernels_avx2.cpp and
 // pattern_attention_kernels_avx512.cpp, each run below through MIXLAB_CPU_ISA) against the plain
 // loops, for every instruction-set build this CPU runs: forward, the
-// rotated rows and both gradients, float and double, 1, 2 and 3 vectors (the backward's column
-// chunks), patterns with and without offsets (+cache reads a (T,W) index), rows with more slots
-// than one native vector (dense, T 70: the scores' fold tree in several groups), with and without
-// the diagonal and RoPE, strided q, and a chunk that continues a state (keys from the past).
+// rotated rows and both gradients, float and double, head dims of 1, 2 and 3 native vectors (the
+// backward's column chunks) and of narrower row vectors (D = 8 floats: a ymm, its halves an xmm
+// under AVX-512; D = 4, 12: xmm rows with the plain rotation; D = 20: five xmm rows, two column
+// chunks; D = 24: three ymm rows on AVX-512), patterns with and without offsets (+cache reads a (T,W) index), rows with
+// more slots than one native vector (dense, T 70: the scores' fold tree in several groups), with and without the
+// diagonal and RoPE, strided q, and a chunk that continues a state (keys from the past).
 TEST(PatternAttention, VectorLoopsEqualPlainLoopsEveryIsa) {
   torch::manual_seed(45);
+  EXPECT_FALSE(mixlab::pattern_attention_runs_vector_loops(6, torch::kFloat));  // 24 bytes: the plain loops
+  EXPECT_FALSE(mixlab::pattern_attention_runs_vector_loops(3, torch::kDouble));
+  EXPECT_FALSE(mixlab::pattern_attention_runs_vector_loops(16, torch::kBFloat16));
   for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
     mixlab::testing::IsaScope scope(isa);
     for (auto dtype : {torch::kFloat, torch::kDouble}) {
-      const int64_t lanes = dtype == torch::kFloat ? 16 : 8;
       const double rtol = dtype == torch::kFloat ? 1e-5 : 1e-12, atol = dtype == torch::kFloat ? 1e-6 : 1e-13;
-      for (int64_t vectors : {1, 2, 3})
+      const std::vector<int64_t> head_dims = dtype == torch::kFloat ? std::vector<int64_t>{4, 8, 12, 16, 20, 24, 32, 48}
+                                                                    : std::vector<int64_t>{2, 4, 6, 8, 10, 16, 24};
+      for (int64_t D : head_dims) {
+        ASSERT_TRUE(mixlab::pattern_attention_runs_vector_loops(D, dtype)) << "D=" << D;
         for (const std::string spec : {"pow2", "square+cache", "dense", "band:3"})
           for (int64_t T : {1, 9, 70})
             for (bool diag : {true, false})
               for (bool past : {false, true}) {
                 const double base = diag ? 10000.0 : 0.0;
                 const auto p = Pattern::parse(spec);
-                const int64_t B = 2, H = 2, D = vectors * lanes, T0 = past ? 11 : 0;
+                const int64_t B = 2, H = 2, T0 = past ? 11 : 0;
                 auto q = torch::randn({B, T, H, D}, dtype).permute({0, 2, 1, 3}).requires_grad_(true);
                 auto k = torch::randn({B, H, T, D}, dtype).requires_grad_(true);
                 std::optional<mixlab::ResolventState> state;
@@ -197,6 +205,7 @@ TEST(PatternAttention, VectorLoopsEqualPlainLoopsEveryIsa) {
                 EXPECT_TRUE(all_close(g1[0], g2[0], rtol, atol)) << what << " dq";
                 EXPECT_TRUE(all_close(g1[1], g2[1], rtol, atol)) << what << " dk";
               }
+      }
     }
   }
 }

@@ -3,10 +3,14 @@
 // resolvent_row_kernels_avx512.cpp, each run below through MIXLAB_CPU_ISA) against the plain
 // loops it replaces (ResolventPlainLoopsGuard) and against the dense
 // reference: every instruction-set build this CPU runs, float and double, head dims of 1 to 8
-// vectors (column chunks of 1, 2 and 4 vectors and a partial last chunk), every pattern kind
+// native vectors (column chunks of 1, 2 and 4 vectors and a partial last chunk) and of narrower
+// row vectors (a quarter, a half, three quarters and one and a half of a 64-byte vector: D = 4, 8,
+// 12 and 24 floats), every pattern kind
 // (offset lists, the (T,W) index of +cache, a diagonal A, B = 0), gated and not, T on both sides
 // of the plain loops' 64-row blocks, strided inputs, chunked prefill (rows reading a past
 // state) and the decode step. The existing op tests run it too (D = 8 in double).
+#include "../../src/resolvent/resolvent_row_kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -56,28 +60,33 @@ const std::vector<std::string> kPatterns = {"causal", "band:3", "order:1",      
 struct GridCase {
   std::string isa;
   torch::ScalarType dtype;
-  int64_t vectors, D, T;
+  int64_t units, D, T;  // D = units 16-byte vectors (4 units: one 64-byte vector)
   std::string spec;
   Pattern pattern;
   std::string what;  // isa, dtype, D, pattern and T, for the failure message
 };
 
 // Calls f(case) for every instruction-set build this CPU runs (under its scope), float and double,
-// head dims of `vector_counts` 64-byte vectors, every pattern of kPatterns and T 1, 5 and 130; stops
-// at the first fatal failure, as an ASSERT in the loop body would.
+// head dims of `unit_counts` 16-byte vectors (multiples of 4: whole 64-byte vectors; others: the
+// narrower row vectors), every pattern of kPatterns and T 1, 5 and 130; stops at the first fatal
+// failure, as an ASSERT in the loop body would.
 template <typename F>
-void for_each_grid_case(std::initializer_list<int64_t> vector_counts, F&& f) {
+void for_each_grid_case(std::initializer_list<int64_t> unit_counts, F&& f) {
   for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
     mixlab::testing::IsaScope scope(isa);
     for (auto dtype : {torch::kFloat, torch::kDouble}) {
-      const int64_t lanes = dtype == torch::kFloat ? 16 : 8;
-      for (int64_t vectors : vector_counts) {
-        const int64_t D = vectors * lanes;
+      const int64_t unit_lanes = dtype == torch::kFloat ? 4 : 2;
+      for (int64_t units : unit_counts) {
+        const int64_t D = units * unit_lanes;
+        // The grid's head dims all take the register kernels (else it would test the plain loops twice).
+        ASSERT_TRUE(dtype == torch::kFloat ? mixlab::detail::resolvent_rows::supports<float>(D)
+                                           : mixlab::detail::resolvent_rows::supports<double>(D))
+            << "D=" << D;
         for (const auto& spec : kPatterns)
           for (int64_t T : {1, 5, 130}) {
             const std::string what =
                 isa + " " + c10::toString(dtype) + " D=" + std::to_string(D) + " " + spec + " T=" + std::to_string(T);
-            f(GridCase{isa, dtype, vectors, D, T, spec, Pattern::parse(spec), what});
+            f(GridCase{isa, dtype, units, D, T, spec, Pattern::parse(spec), what});
             if (::testing::Test::HasFatalFailure()) return;
           }
       }
@@ -88,9 +97,9 @@ void for_each_grid_case(std::initializer_list<int64_t> vector_counts, F&& f) {
 }  // namespace
 
 TEST(ResolventRowKernels, EqualPlainLoopsEveryIsaDtypeAndWidth) {
-  for_each_grid_case({1, 2, 3, 4, 5, 8}, [](const GridCase& c) {
-    const bool gated = (c.vectors + c.T) % 2 == 0, strided = c.vectors == 3;
-    torch::manual_seed(5 + c.vectors * 7 + c.T);
+  for_each_grid_case({1, 2, 3, 6, 4, 8, 12, 16, 20, 32}, [](const GridCase& c) {
+    const bool gated = (c.units / 4 + c.T) % 2 == 0, strided = c.units == 12 || c.units == 6;
+    torch::manual_seed(5 + c.units * 7 + c.T);
     const auto in = random_inputs(c.pattern, 1, 2, c.T, c.D, c.dtype, gated, /*diagonal_alpha=*/false, strided);
     const auto y = mixlab::resolvent_forward(in.alpha, in.beta, in.x, c.pattern, in.gate);
     ASSERT_TRUE(all_close(y, plain(in, c.pattern), tolerance(c.dtype), tolerance(c.dtype)))
@@ -209,10 +218,10 @@ void expect_same_grads(const std::vector<Tensor>& fast, const std::vector<Tensor
 }  // namespace
 
 TEST(ResolventRowKernels, BackwardEqualsPlainLoopsEveryIsaDtypeAndWidth) {
-  for_each_grid_case({1, 2, 3, 5}, [](const GridCase& c) {
-    const bool gated = (c.vectors + c.T) % 2 == 0, diagonal = c.vectors == 2 && c.T == 5;
-    torch::manual_seed(7 + c.vectors * 5 + c.T);
-    const auto in = random_inputs(c.pattern, 1, 2, c.T, c.D, c.dtype, gated, diagonal, /*strided=*/c.vectors == 3);
+  for_each_grid_case({1, 2, 6, 4, 8, 12, 20}, [](const GridCase& c) {
+    const bool gated = (c.units / 2 + c.T) % 2 == 0, diagonal = c.units % 8 == 0 && c.T == 5;
+    torch::manual_seed(7 + c.units * 5 + c.T);
+    const auto in = random_inputs(c.pattern, 1, 2, c.T, c.D, c.dtype, gated, diagonal, /*strided=*/c.units == 12);
     const auto upstream = torch::randn({1, 2, c.T, c.D}, torch::TensorOptions().dtype(c.dtype));
     // Float sums of up to 130 terms in another order: relative 1e-4.
     expect_same_grads(op_grads(in, c.pattern, upstream, false), op_grads(in, c.pattern, upstream, true),
@@ -248,10 +257,11 @@ TEST(ResolventRowKernels, BackwardOfAChunkThatContinuesAState) {
   }
 }
 
-// Head dims that are not a whole number of vectors keep the plain loops: same results.
+// Head dims that are not a whole number of 16-byte vectors keep the plain loops: same results.
 TEST(ResolventRowKernels, OtherHeadDimsTakeThePlainLoops) {
   const auto p = Pattern::parse("pow2");
-  for (int64_t D : {1, 7, 20, 33}) {
+  for (int64_t D : {1, 6, 7, 18, 33}) {
+    ASSERT_FALSE(mixlab::detail::resolvent_rows::supports<float>(D)) << "D=" << D;
     torch::manual_seed(D);
     const auto in = random_inputs(p, 1, 2, 70, D, torch::kFloat, /*gated=*/false, false, false);
     const auto y = mixlab::resolvent_forward(in.alpha, in.beta, in.x, p, in.gate);

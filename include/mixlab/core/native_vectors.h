@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -139,6 +140,42 @@ inline V lane_sums(V* acc) {
   return acc[0];
 }
 
+// a and b side by side: one vector of twice their lanes (a's first).
+template <typename RV, int... ls>
+inline auto concatenated(const RV& a, const RV& b, std::integer_sequence<int, ls...>) {
+  return __builtin_shufflevector(a, b, ls...);
+}
+
+// lane_sums for N = native lanes row vectors RV of fewer lanes (with_row_vector's narrower
+// registers: each slot's dot summed along a head dim of 8 floats in a ymm under AVX-512). Placed
+// side by side, N / LR of them fill one native vector that holds N / LR slots of LR partial sums:
+// the state lane_sums reaches after log2(N / LR) levels, so the folds go on from there. Lane s of
+// the result: the sum of acc[s]'s lanes.
+template <typename V, typename RV>
+inline V row_lane_sums(RV* acc) {
+  constexpr int N = lane_count<V>(), LR = lane_count<RV>();
+  static_assert(N % LR == 0 && sizeof(V) % sizeof(RV) == 0, "RV: a vector of the native one's lanes or fewer");
+  if constexpr (LR == N) {
+    return lane_sums<V, N>(acc);
+  } else {
+    constexpr int pieces = N / LR;
+    static_assert(pieces == 2 || pieces == 4, "row vectors of a half or a quarter of the native one");
+    V w[LR];
+    for (int k = 0; k < LR; ++k) {
+      const RV* a = acc + k * pieces;
+      if constexpr (pieces == 2) {
+        w[k] = (V)concatenated(a[0], a[1], std::make_integer_sequence<int, 2 * LR>{});
+      } else {
+        const auto lo = concatenated(a[0], a[1], std::make_integer_sequence<int, 2 * LR>{});
+        const auto hi = concatenated(a[2], a[3], std::make_integer_sequence<int, 2 * LR>{});
+        w[k] = (V)concatenated(lo, hi, std::make_integer_sequence<int, 4 * LR>{});
+      }
+    }
+    fold_levels<V, N, LR, LR>(w);
+    return w[0];
+  }
+}
+
 // out[0, m) += the first m lanes of v.
 template <typename V, typename E>
 inline void add_lanes(E* out, const V& v, int m) {
@@ -204,14 +241,12 @@ inline void transpose_square(V* m) {
   transpose_stages<V, lane_count<V>() / 2>(m);
 }
 
-// bt (cols x rows_p, rows_p apart) = rows [0, rows) of x (x_row apart, cols columns) transposed,
-// zero in columns [rows, rows_p). Whole blocks of lanes x lanes go through transpose_square; the
-// attention kernels transpose each head's keys and values with it once per call (element by
-// element it was a tenth of local:64's forward+backward at T 4096).
-template <typename E>
-void transpose_padded(const E* x, int64_t x_row, int64_t rows, int64_t rows_p, int64_t cols, E* bt) {
-  using V = typename VecOf<E>::type;
-  constexpr int64_t L = native_lanes<E>();
+// Rows [0, j) of x transposed into bt (transpose_padded's layout) in blocks of L x L through
+// transpose_square, columns past the last whole block element by element; returns j, the rows
+// of whole blocks (rows rounded down to L).
+template <typename V, typename E>
+int64_t transpose_square_blocks(const E* x, int64_t x_row, int64_t rows, int64_t rows_p, int64_t cols, E* bt) {
+  constexpr int64_t L = lane_count<V>();
   int64_t j0 = 0;
   for (; j0 + L <= rows; j0 += L) {
     int64_t d0 = 0;
@@ -226,6 +261,23 @@ void transpose_padded(const E* x, int64_t x_row, int64_t rows, int64_t rows_p, i
     for (; d0 < cols; ++d0)
       for (int64_t j = j0; j < j0 + L; ++j) bt[d0 * rows_p + j] = x[j * x_row + d0];
   }
+  return j0;
+}
+
+// bt (cols x rows_p, rows_p apart) = rows [0, rows) of x (x_row apart, cols columns) transposed,
+// zero in columns [rows, rows_p). Whole blocks of lanes x lanes go through transpose_square; the
+// attention kernels transpose each head's keys and values with it once per call (element by
+// element it was a tenth of local:64's forward+backward at T 4096). The blocks are as wide as
+// the widest vector whose lanes divide cols (with_row_vector): a head dim of 8 floats under
+// AVX-512 goes in 8 x 8 blocks of ymm rows, where 16 x 16 blocks never fit and every element went
+// one at a time (5 % of BRL's training step at MAD's model, whose groups are 8 keys of 8 dims).
+template <typename E>
+void transpose_padded(const E* x, int64_t x_row, int64_t rows, int64_t rows_p, int64_t cols, E* bt) {
+  int64_t j0 = 0;
+  const bool narrow = with_row_vector<E>(cols, [&](auto* rv) {
+    j0 = transpose_square_blocks<std::remove_pointer_t<decltype(rv)>>(x, x_row, rows, rows_p, cols, bt);
+  });
+  if (!narrow) j0 = transpose_square_blocks<typename VecOf<E>::type>(x, x_row, rows, rows_p, cols, bt);
   for (int64_t j = j0; j < rows; ++j)
     for (int64_t d = 0; d < cols; ++d) bt[d * rows_p + j] = x[j * x_row + d];
   for (int64_t d = 0; d < cols; ++d)

@@ -27,9 +27,9 @@
 // past->extra_slots(past_key_channel) (no gradient to them).
 // ComposedPatternAttentionGuard makes the op compute the composed form instead (queries and keys
 // are then differentiable too): tests compare the two, benchmarks time both.
-// Head dims of whole 64-byte vectors (16 floats, 8 doubles) run vector loops compiled per
-// instruction set (src/resolvent/pattern_attention_kernels.inc; equal to the plain loops to
-// rounding), other head dims the plain loops.
+// Head dims of whole 16-byte vectors (a multiple of 4 floats or 2 doubles) run vector loops
+// compiled per instruction set (src/resolvent/pattern_attention_kernels.inc; equal to the plain
+// loops to rounding), other head dims the plain loops.
 // Not supported: double backward, GPU.
 #pragma once
 
@@ -51,7 +51,7 @@ struct PatternAttention {
 /// pattern_softmax (the form before the fused op).
 using ComposedPatternAttentionGuard = ReferenceGuard<struct PatternAttentionOp>;
 /// While one is alive on this thread, the fused op runs its plain loops (any head dim) instead of
-/// the vector loops it takes for head dims of whole 64-byte vectors: tests compare the two,
+/// the vector loops it takes for head dims of whole 16-byte vectors: tests compare the two,
 /// benchmarks time both.
 using PatternAttentionPlainLoopsGuard = ReferenceGuard<struct PatternAttentionVectorLoopsOp>;
 
@@ -60,5 +60,9 @@ using PatternAttentionPlainLoopsGuard = ReferenceGuard<struct PatternAttentionVe
 PatternAttention pattern_attention(const torch::Tensor& q, const torch::Tensor& k, const Pattern& pattern,
                                    bool with_diagonal, double rope_base, const ResolventState* past = nullptr,
                                    int past_key_channel = -1);
+
+/// Whether pattern_attention runs its vector loops for this head dim and dtype (float or double;
+/// D a multiple of 4 floats or 2 doubles), ignoring the guards above.
+bool pattern_attention_runs_vector_loops(int64_t head_dim, torch::ScalarType dtype);
 
 }  // namespace mixlab
