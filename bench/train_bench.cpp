@@ -126,8 +126,10 @@ int main(int argc, char** argv) {
     const double t_bwd = ms_since(t0);
     // Both optimisers on the same gradients: the library pair on a copy of the state, then the
     // fused step (the one the run keeps).
+    // A parameter no loss path reaches (the memory LN and MLP of a model's last memory block)
+    // has no gradient: kept undefined, as the optimisers skip it.
     std::vector<torch::Tensor> grads;
-    for (auto& p : params) grads.push_back(p.grad().clone());
+    for (auto& p : params) grads.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
     t0 = Clock::now();
     torch::nn::utils::clip_grad_norm_(params, config.grad_clip);
     const double t_clip = ms_since(t0);
@@ -142,7 +144,10 @@ int main(int argc, char** argv) {
     {
       // Undo that step's weights (its moments are overwritten below too) and time the fused one.
       torch::NoGradGuard ng;
-      for (size_t i = 0; i < params.size(); ++i) params[i].copy_(saved[i]), params[i].grad().copy_(grads[i]);
+      for (size_t i = 0; i < params.size(); ++i) {
+        params[i].copy_(saved[i]);
+        if (grads[i].defined()) params[i].grad().copy_(grads[i]);
+      }
     }
     t0 = Clock::now();
     const double norm = mixlab::grad_norm(params);

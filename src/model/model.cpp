@@ -113,7 +113,7 @@ torch::Tensor Block::step_fast(MixerState& state, const torch::Tensor& x_t, cons
   auto mix = [&](const torch::Tensor& normed) {
     if (!memory_mixer_) return mixer_->step(state, normed);
     auto out = memory_mixer_->step_memory(state, normed, memory_in);
-    if (out.memory_delta.defined()) memory_out = memory_update(memory_in, out.memory_delta);
+    if (out.memory_delta.defined() && memory_out_read_) memory_out = memory_update(memory_in, out.memory_delta);
     return out.y;
   };
   const int64_t C = x_t.size(-1);
@@ -154,14 +154,14 @@ std::pair<torch::Tensor, torch::Tensor> Block::forward(const torch::Tensor& x, c
   auto mem = memory.defined() ? memory : memory_mixer_->memory_init(x.size(0), x.size(1));
   auto out = memory_mixer_->forward_memory(ln1_(x), mem);
   auto h = x + out.y;
-  return {h + mlp(h), memory_update(mem, out.memory_delta)};
+  return {h + mlp(h), memory_out_read_ ? memory_update(mem, out.memory_delta) : torch::Tensor()};
 }
 
 torch::Tensor Block::step(MixerState& state, const torch::Tensor& x_t, const torch::Tensor& memory_in,
                           torch::Tensor& memory_out) {
   if (!memory_mixer_) return step(state, x_t);
   auto out = memory_mixer_->step_memory(state, ln1_(x_t), memory_in);
-  if (out.memory_delta.defined()) memory_out = memory_update(memory_in, out.memory_delta);
+  if (out.memory_delta.defined() && memory_out_read_) memory_out = memory_update(memory_in, out.memory_delta);
   auto h = x_t + out.y;
   return h + mlp(h);
 }
@@ -200,6 +200,14 @@ DecoderModel::DecoderModel(const ModelDims& dims, const MixerFactory& factory) :
                    "DecoderModel: block {} memory mixer has memory M={}, Dm={}, the stream has M={}, Dm={}", l, b.slots,
                    b.width, a.slots, a.width);
     }
+  }
+  // A block's outgoing memory is read only if a later block has a memory mixer: the last memory
+  // block's update (an LN and an MLP over K·M memory rows, as many as the tokens at BRL's
+  // defaults) was computed and dropped by every training step.
+  bool later_reader = false;
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+    (*it)->set_memory_out_read(later_reader);
+    later_reader = later_reader || (*it)->memory_mixer() != nullptr;
   }
   ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dims.d_model})));
 }
@@ -339,6 +347,8 @@ DecoderState DecoderModel::state_from_record(StateRecord record, const std::stri
   for (size_t l = 0; l < blocks_.size(); ++l) {
     ar.nested("block" + std::to_string(l), *s.blocks[l]);
     ar.tensor("memory" + std::to_string(l), s.memory[l], false);
+    // States saved before the last memory block stopped updating its memory hold one; no block reads it.
+    if (!blocks_[l]->memory_out_read()) s.memory[l] = torch::Tensor();
     MIXLAB_CHECK(s.blocks[l]->position() == s.position,
                  "state '{}': block {} is at position {}, the model state at {} (inconsistent)", source, l,
                  s.blocks[l]->position(), s.position);

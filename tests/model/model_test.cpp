@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+#include <vector>
+
 #include "mixlab/core/error.h"
 #include "mixlab/registry/registry.h"
 #include "support/expect_error.h"
@@ -130,6 +133,50 @@ TEST(TrainModel, MemoryStreamIsCausalAndTrained) {
   EXPECT_TRUE(params["block0.mem_fc.weight"].grad().defined());
   EXPECT_GT(params["block0.mem_fc.weight"].grad().abs().sum().item<double>(), 0.0);
   EXPECT_GT(params["block0.mixer.ct0"].grad().abs().sum().item<double>(), 0.0);  // the stream's x_ct^(0)
+}
+
+// The last memory block's outgoing memory reaches no mixer: the model skips that update, in the
+// training forward and in decode, and the logits are those of the stack that computes it.
+TEST(TrainModel, LastMemoryBlockSkipsItsUnreadUpdate) {
+  torch::manual_seed(9);
+  DecoderModel model(small_dims(3), brl_stack_factory());  // brl, plain, brl
+  auto& blocks = model.blocks();
+  EXPECT_TRUE(blocks[0]->memory_out_read());
+  EXPECT_FALSE(blocks[2]->memory_out_read());
+  DecoderModel hybrid(small_dims(2), mixer_factory_from_spec("brl:w=3:m=2:block=4|attention", 2));
+  EXPECT_FALSE(hybrid.blocks()[0]->memory_out_read());
+
+  torch::NoGradGuard no_grad;
+  const int64_t B = 2, T = 18;
+  auto tokens = torch::randint(0, 11, {B, T}, torch::kInt64);
+  auto x = torch::randn({B, T, 16});
+  auto memory = blocks[0]->memory_mixer()->memory_init(B, T);
+  EXPECT_FALSE(blocks[2]->forward(x, memory).second.defined());
+  const auto skipped = model.forward(tokens);
+  auto skipped_state = model.init_state(B);
+  std::vector<torch::Tensor> skipped_rows;
+  for (int64_t t = 0; t < T; ++t) skipped_rows.push_back(model.step(skipped_state, tokens.select(1, t)));
+  EXPECT_TRUE(skipped_state.memory[0].defined());
+  EXPECT_FALSE(skipped_state.memory[2].defined());
+
+  blocks[2]->set_memory_out_read(true);  // the stack as it was: the update computed, then dropped
+  EXPECT_TRUE(blocks[2]->forward(x, memory).second.defined());
+  EXPECT_TRUE(torch::equal(model.forward(tokens), skipped));
+  auto full_state = model.init_state(B);
+  for (int64_t t = 0; t < T; ++t)
+    EXPECT_TRUE(torch::equal(model.step(full_state, tokens.select(1, t)), skipped_rows[t])) << "t=" << t;
+  ASSERT_TRUE(full_state.memory[2].defined());
+  EXPECT_EQ(full_state.bytes() - skipped_state.bytes(), full_state.memory[2].numel() * 4);
+
+  // A state saved with that memory (as every state was before the skip) loads without it and
+  // decodes on as the skipping model's own state.
+  std::stringstream saved;
+  model.save(full_state, saved);
+  blocks[2]->set_memory_out_read(false);
+  auto loaded = model.load(saved, "a state with the unread memory");
+  EXPECT_FALSE(loaded.memory[2].defined());
+  const auto next = tokens.select(1, 3);
+  EXPECT_TRUE(torch::equal(model.step(loaded, next), model.step(skipped_state, next)));
 }
 
 TEST(TrainModel, MemoryStreamDecodeStateIsConstant) {

@@ -22,7 +22,10 @@
 //   mem = mem + delta;  mem = mem + W_2m GELU(W_1m LN_m(mem))      (its own LN and MLP, width Dm)
 // while blocks with plain mixers pass it through. The memory never reaches the logits directly,
 // only through what the mixers read from it. In decode the stream is recomputed only when a
-// mixer reports a new delta (a segment boundary) and is kept in DecoderState::memory.
+// mixer reports a new delta (a segment boundary) and is kept in DecoderState::memory. The last
+// memory block's outgoing memory reaches no later mixer, so that block skips its memory update
+// (training forward and decode alike; its mem LN and MLP exist for the checkpoint layout and get no
+// gradient) and its DecoderState::memory entry stays undefined.
 //
 // Hybrid stacks (Griffin, Jamba, Zamba: recurrent layers with a few attention layers): the
 // factory builds each block's own mixer, so blocks may hold different families; from a spec,
@@ -85,6 +88,10 @@ class Block : public torch::nn::Module {
   Mixer& mixer() { return *mixer_; }
   /// The mixer as a MemoryMixer, or null when it has no memory.
   MemoryMixer* memory_mixer() { return memory_mixer_.get(); }
+  /// Whether a later block reads this block's outgoing memory (DecoderModel sets it; true until
+  /// then). Without a reader, forward returns an undefined memory and step leaves memory_out.
+  void set_memory_out_read(bool read) { memory_out_read_ = read; }
+  bool memory_out_read() const { return memory_out_read_; }
 
  private:
   torch::Tensor mlp(const torch::Tensor& x);
@@ -95,6 +102,7 @@ class Block : public torch::nn::Module {
   torch::nn::Linear fc_{nullptr}, proj_{nullptr};
   torch::nn::LayerNorm mem_ln_{nullptr};                   // memory blocks only
   torch::nn::Linear mem_fc_{nullptr}, mem_proj_{nullptr};  // memory blocks only
+  bool memory_out_read_ = true;
 };
 
 /// Per-block mixer states of one decode.
