@@ -82,7 +82,9 @@ void expect_result(const AffineResult& got, const AffineResult& want, double tol
 }
 
 // Widths: Dv 83 = 64 + 16 + 3 leaves a full block, a one-vector block and a scalar tail with
-// 16 floats a vector; Dv 1 is only the tail; Dk 1 makes every gate a scalar gate.
+// 16 floats a vector; Dv 1 is only the tail; Dk 1 makes every gate a scalar gate; Dv 28 = 16 + 8
+// + 4 floats takes a native, a half and a quarter vector under AVX-512, Dv 8 (MAD's head dim) one
+// half vector.
 TEST(FusedAffine, DiagDecayEqualsReferenceAndCompositionOnEveryIsa) {
   at::NoGradGuard no_grad;
   uint64_t seed = 0;
@@ -90,7 +92,7 @@ TEST(FusedAffine, DiagDecayEqualsReferenceAndCompositionOnEveryIsa) {
     IsaScope scope(isa);
     for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
       for (int64_t T : {0, 1, 19, 150}) {
-        for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{5, 83}, {1, 19}, {16, 1}}) {
+        for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{5, 83}, {1, 19}, {16, 1}, {8, 28}, {12, 8}}) {
           for (int kind : {0, 1, 2}) {
             for (double strength : {0.05, 20.0}) {
               if (kind == 0 && strength > 1) continue;
@@ -124,7 +126,7 @@ TEST(FusedAffine, DeltaRuleEqualsReferenceAndCompositionOnEveryIsa) {
     IsaScope scope(isa);
     for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
       for (int64_t T : {0, 1, 19, 150}) {
-        for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{5, 83}, {1, 19}, {16, 1}}) {
+        for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{5, 83}, {1, 19}, {16, 1}, {8, 28}, {12, 8}}) {
           for (bool gated : {false, true}) {
             const std::string what = isa + " " + std::string(c10::toString(dtype)) + " T=" + std::to_string(T) +
                                      " Dk=" + std::to_string(Dk) + " Dv=" + std::to_string(Dv) +
@@ -202,13 +204,18 @@ std::vector<at::Tensor> diag_grads(const Case& c, bool with_init, int64_t chunk)
 // and 32 give whole groups and a tail at 8 and 16 lanes. The delta rule's backward keeps a block
 // of rows of D^T in registers when Dk is 1, 2, 4 or 8 whole vectors: Dk 16, 32, 64 and 128 reach
 // each of those on some instruction set, with value widths that leave whole blocks and a tail.
+// Key widths that are not whole native vectors take half and quarter vectors (AVX-512 floats: Dk 8
+// one half vector, which also holds dv's row sums, as does Dk 4 a quarter one; Dk 12 a half and
+// a quarter, dv's sums in the half one's lanes; Dk 28 and 24 a native vector first, whose lanes
+// hold the sums, the narrower ones summed straight into dv; the delta rule's walk 1 keeps Dk 8
+// and 4 in registers, Dk 12 and 24 row by row).
 TEST(FusedAffine, DiagDecayBackwardEqualsCompositionOnEveryIsa) {
   uint64_t seed = 300;
   for (const auto& isa : testing::isas_this_cpu_runs()) {
     IsaScope scope(isa);
     for (int64_t T : {1, 31, 32, 33, 100}) {
-      for (auto [Dk, Dv] :
-           std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}, {9, 8}, {16, 19}, {32, 40}}) {
+      for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{
+               {83, 5}, {1, 19}, {16, 1}, {9, 8}, {16, 19}, {32, 40}, {8, 8}, {4, 3}, {12, 28}, {28, 12}, {24, 5}}) {
         for (int kind : {0, 1, 2}) {
           for (bool with_init : {false, true}) {
             const std::string what = isa + " T=" + std::to_string(T) + " Dk=" + std::to_string(Dk) +
@@ -328,8 +335,8 @@ TEST(FusedAffine, DeltaRuleBackwardEqualsCompositionOnEveryIsa) {
   for (const auto& isa : testing::isas_this_cpu_runs()) {
     IsaScope scope(isa);
     for (int64_t T : {1, 31, 32, 33, 100}) {
-      for (auto [Dk, Dv] :
-           std::vector<std::pair<int64_t, int64_t>>{{83, 5}, {1, 19}, {16, 1}, {9, 8}, {32, 9}, {64, 6}, {128, 3}}) {
+      for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{
+               {83, 5}, {1, 19}, {16, 1}, {9, 8}, {32, 9}, {64, 6}, {128, 3}, {8, 8}, {4, 6}, {12, 5}, {24, 7}}) {
         for (bool gated : {false, true}) {
           for (bool with_init : {false, true}) {
             const std::string what = isa + " T=" + std::to_string(T) + " Dk=" + std::to_string(Dk) +
