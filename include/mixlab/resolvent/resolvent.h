@@ -33,8 +33,9 @@
 // substitution (blocks of 64 rows; for each offset, the block's reads of earlier rows are one
 // contiguous range) and build no (T,W) index. +cache patterns, chunks that continue a state
 // and decode take the row-by-row kernel over the PatternIndex. Where D is a multiple of one
-// 64-byte vector (16 floats, 8 doubles), the forward of all but the block solve runs one
-// register-accumulator kernel instead, row by row, per instruction set (see
+// 16-byte vector (4 floats, 2 doubles), the forward of all but the block solve runs one
+// register-accumulator kernel instead, row by row, in the widest vector of the instruction set
+// whose lanes divide D (see
 // ResolventPlainLoopsGuard), and so does the backward: two passes, the first gathering into each
 // row the gradient of the later rows that read it (the transposed solve), the second taking each
 // row's own dots upwards, as the forward reads.
@@ -77,7 +78,7 @@ torch::Tensor resolvent_forward(const torch::Tensor& alpha, const torch::Tensor&
 
 /// While one is alive on this thread, resolvent_forward, prefill, resolvent_step and the op's
 /// backward run the plain loops (the row and blocked kernels, D-loops over accumulators in memory)
-/// instead of the register kernels that take every D that is a multiple of 16 (float) or 8
+/// instead of the register kernels that take every D that is a multiple of 4 (float) or 2
 /// (double) otherwise. The forwards compute the same sums in the same order; the register
 /// backward gathers where the plain one scatters, so its sums agree to rounding. The guard exists
 /// so that tests compare them and benchmarks time both in one run (the `plain` rows of
