@@ -33,6 +33,10 @@ inline AffineDims affine_check_qkv(const char* fn, const at::Tensor& q, const at
   check_same_dtype(fn, "v", v, "q", q);
   check_cpu(fn, "v", v);
   d.Dv = v.size(3);
+  // An empty head (Dk or Dv 0) has no state to carry: refused here for every path alike (the
+  // composition's chunk padding failed on it with a LibTorch message; T = 0 stays allowed).
+  MIXLAB_CHECK(d.Dk > 0 && d.Dv > 0, "{}: q, k must have Dk > 0 and v Dv > 0 (a head of width 0), got Dk = {}, Dv = {}",
+               fn, d.Dk, d.Dv);
   if (initial_state.defined()) {
     check_shape(fn, "initial_state", initial_state, {d.B, d.H, d.Dk, d.Dv}, "(B,H,Dk,Dv)");
     check_same_dtype(fn, "initial_state", initial_state, "q", q);

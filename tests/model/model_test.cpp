@@ -165,6 +165,16 @@ TEST(TrainModel, LastMemoryBlockSkipsItsUnreadUpdate) {
   auto full_state = model.init_state(B);
   for (int64_t t = 0; t < T; ++t)
     EXPECT_TRUE(torch::equal(model.step(full_state, tokens.select(1, t)), skipped_rows[t])) << "t=" << t;
+  // The reference decode (Block::step, the plain modules) skips the same update.
+  blocks[2]->set_memory_out_read(false);
+  auto reference_state = model.init_state(B);
+  for (int64_t t = 0; t < T; ++t)
+    EXPECT_TRUE(
+        torch::allclose(model.step_reference(reference_state, tokens.select(1, t)), skipped_rows[t], 1e-4, 1e-5))
+        << "reference t=" << t;
+  EXPECT_FALSE(reference_state.memory[2].defined());
+  EXPECT_TRUE(reference_state.memory[0].defined());
+  blocks[2]->set_memory_out_read(true);
   ASSERT_TRUE(full_state.memory[2].defined());
   EXPECT_EQ(full_state.bytes() - skipped_state.bytes(), full_state.memory[2].numel() * 4);
 

@@ -180,6 +180,15 @@ TEST(FusedAffine, TakenExactlyWhenNoGradientIsNeeded) {
   EXPECT_TRUE(r.out.requires_grad());
 }
 
+// d loss / d leaves, zeros for a leaf the loss does not reach (an empty key or value width leaves
+// the composition's graph without some of them).
+std::vector<at::Tensor> leaf_grads(const at::Tensor& loss, const std::vector<at::Tensor>& leaves) {
+  auto grads = torch::autograd::grad({loss}, leaves, {}, c10::nullopt, false, /*allow_unused=*/true);
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (!grads[i].defined()) grads[i] = torch::zeros_like(leaves[i]);
+  return grads;
+}
+
 // Output, final state and the gradients of <out, wo> + <final, wf> w.r.t. q, k, v, the gate
 // leaf ((B,H,T,1) expanded for a scalar gate) and the initial state (when given).
 std::vector<at::Tensor> diag_grads(const Case& c, bool with_init, int64_t chunk) {
@@ -193,7 +202,7 @@ std::vector<at::Tensor> diag_grads(const Case& c, bool with_init, int64_t chunk)
   auto loss = (r.out * torch::randn_like(r.out)).sum() + (r.final_state * torch::randn_like(r.final_state)).sum();
   std::vector<at::Tensor> leaves{q, k, v, g_leaf};
   if (with_init) leaves.push_back(init);
-  auto grads = torch::autograd::grad({loss}, leaves);
+  auto grads = leaf_grads(loss, leaves);
   grads.insert(grads.begin(), {r.out.detach(), r.final_state.detach()});
   return grads;
 }
@@ -325,7 +334,7 @@ std::vector<at::Tensor> delta_grads(const Case& c, bool with_init, int64_t chunk
   auto r = delta_rule_chunked(q, k, v, beta, log_alpha, with_init ? init : at::Tensor(), chunk);
   torch::manual_seed(6);
   auto loss = (r.out * torch::randn_like(r.out)).sum() + (r.final_state * torch::randn_like(r.final_state)).sum();
-  auto grads = torch::autograd::grad({loss}, leaves);
+  auto grads = leaf_grads(loss, leaves);
   grads.insert(grads.begin(), {r.out.detach(), r.final_state.detach()});
   return grads;
 }
@@ -364,6 +373,49 @@ TEST(FusedAffine, DeltaRuleBackwardEqualsCompositionOnEveryIsa) {
 // long sequence (62 checkpoints, a short last chunk) every gradient stays within rounding of the
 // composition's autograd (float: 1e-3 of each tensor's largest entry; double: 1e-9), for weak and
 // strong decay, with and without an initial state.
+// The narrower-vector tiers in double (AVX-512: Dk 4 a half vector and 2 a quarter one; AVX2: Dk 2
+// a half one, whose lanes also hold dv's row sums; Dk 6 a half or a 16-byte vector and a tail),
+// both kernels against the composition's autograd on every instruction set. An empty key or value
+// width is refused by both paths with the argument named (the delta rule's walk 1 once took a
+// whole vector of an empty row).
+TEST(FusedAffine, NarrowerVectorsInDoubleEqualCompositionAndEmptyWidthsAreRefused) {
+  uint64_t seed = 700;
+  for (const auto& isa : testing::isas_this_cpu_runs()) {
+    IsaScope scope(isa);
+    for (int64_t T : {1, 33}) {
+      for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{2, 3}, {4, 5}, {6, 4}, {3, 2}}) {
+        const std::string what =
+            isa + " T=" + std::to_string(T) + " Dk=" + std::to_string(Dk) + " Dv=" + std::to_string(Dv);
+        for (int kind : {0, 1, 2}) {
+          const auto c = diag_case(T, Dk, Dv, kind, kind == 0 ? 0.0 : 2.0, torch::kFloat64, ++seed);
+          const auto [fused, want] = fused_and_composed([&] { return diag_grads(c, true, 16); });
+          ASSERT_EQ(fused.size(), want.size()) << what;
+          for (size_t i = 0; i < fused.size(); ++i)
+            EXPECT_TRUE(all_close(fused[i], want[i], 1e-10, 1e-10)) << what << " diag kind=" << kind << " tensor " << i;
+        }
+        for (bool gated : {false, true}) {
+          const auto c = delta_case(T, Dk, Dv, gated, 0.5, torch::kFloat64, ++seed);
+          const auto [fused, want] = fused_and_composed([&] { return delta_grads(c, true, 16); });
+          ASSERT_EQ(fused.size(), want.size()) << what;
+          for (size_t i = 0; i < fused.size(); ++i)
+            EXPECT_TRUE(all_close(fused[i], want[i], 1e-10, 1e-10))
+                << what << " delta" << (gated ? " gated" : "") << " tensor " << i;
+        }
+      }
+    }
+  }
+  for (bool composed : {false, true}) {
+    std::optional<ComposedAffineGuard> guard;
+    if (composed) guard.emplace();
+    for (auto [Dk, Dv] : std::vector<std::pair<int64_t, int64_t>>{{0, 5}, {5, 0}}) {
+      const auto c = diag_case(3, Dk, Dv, 2, 1.0, torch::kFloat32, ++seed);
+      const auto dc = delta_case(3, Dk, Dv, true, 0.5, torch::kFloat32, ++seed);
+      expect_error([&] { diag_decay_chunked(c.q, c.k, c.v, c.gate, c.init); }, {"Dk > 0", "Dv > 0"});
+      expect_error([&] { delta_rule_chunked(dc.q, dc.k, dc.v, dc.beta, dc.gate, dc.init); }, {"Dk > 0", "Dv > 0"});
+    }
+  }
+}
+
 TEST(FusedAffine, DeltaRuleGradientsOverALongSequenceStayWithinRounding) {
   uint64_t seed = 600;
   for (const auto& isa : testing::isas_this_cpu_runs()) {

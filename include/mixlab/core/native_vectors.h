@@ -58,11 +58,12 @@ constexpr int64_t row_vector_lanes() {
 }
 
 // Calls f(static_cast<RV*>(nullptr)) with RV the widest vector of 16 bytes to the set's width
-// whose lanes divide n (a row's length); false, without calling f, when n is not a multiple of
-// row_vector_lanes<E>(). The tag is a pointer: a vector argument wider than 16 bytes would change
-// the call's ABI between the per-set objects.
+// whose lanes divide n (a row's length); false, without calling f, when n is not a positive
+// multiple of row_vector_lanes<E>(). The tag is a pointer: a vector argument wider than 16 bytes
+// would change the call's ABI between the per-set objects.
 template <typename E, typename F>
 inline bool with_row_vector(int64_t n, F&& f) {
+  if (n <= 0) return false;  // an empty row has no vector (a caller would run a whole one)
   const int64_t bytes = n * static_cast<int64_t>(sizeof(E));
   if (bytes % MIXLAB_ISA_VEC_BYTES == 0) {
     f(static_cast<typename VecOf<E>::type*>(nullptr));
@@ -267,16 +268,20 @@ int64_t transpose_square_blocks(const E* x, int64_t x_row, int64_t rows, int64_t
 // bt (cols x rows_p, rows_p apart) = rows [0, rows) of x (x_row apart, cols columns) transposed,
 // zero in columns [rows, rows_p). Whole blocks of lanes x lanes go through transpose_square; the
 // attention kernels transpose each head's keys and values with it once per call (element by
-// element it was a tenth of local:64's forward+backward at T 4096). The blocks are as wide as
-// the widest vector whose lanes divide cols (with_row_vector): a head dim of 8 floats under
-// AVX-512 goes in 8 x 8 blocks of ymm rows, where 16 x 16 blocks never fit and every element went
-// one at a time (5 % of BRL's training step at MAD's model, whose groups are 8 keys of 8 dims).
+// element it was a tenth of local:64's forward+backward at T 4096). Columns narrower than one
+// native vector go in blocks of the widest vector whose lanes divide them (with_row_vector): a
+// head dim of 8 floats under AVX-512 in 8 x 8 blocks of ymm rows, where 16 x 16 blocks never fit
+// and every element went one at a time (5 % of BRL's training step at MAD's model, whose groups
+// are 8 keys of 8 dims).
 template <typename E>
 void transpose_padded(const E* x, int64_t x_row, int64_t rows, int64_t rows_p, int64_t cols, E* bt) {
   int64_t j0 = 0;
-  const bool narrow = with_row_vector<E>(cols, [&](auto* rv) {
-    j0 = transpose_square_blocks<std::remove_pointer_t<decltype(rv)>>(x, x_row, rows, rows_p, cols, bt);
-  });
+  // Narrower blocks only where no native block fits (cols 68 keeps its 16 x 16 blocks and a
+  // 4-column tail rather than 4 x 4 blocks throughout).
+  const bool narrow =
+      cols < native_lanes<E>() && with_row_vector<E>(cols, [&](auto* rv) {
+        j0 = transpose_square_blocks<std::remove_pointer_t<decltype(rv)>>(x, x_row, rows, rows_p, cols, bt);
+      });
   if (!narrow) j0 = transpose_square_blocks<typename VecOf<E>::type>(x, x_row, rows, rows_p, cols, bt);
   for (int64_t j = j0; j < rows; ++j)
     for (int64_t d = 0; d < cols; ++d) bt[d * rows_p + j] = x[j * x_row + d];
