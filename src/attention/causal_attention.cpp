@@ -43,6 +43,8 @@ Dims check_attention(const torch::Tensor& q, const torch::Tensor& k, const torch
   check_same_dtype(fn, "v", v, "q", q);
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   MIXLAB_CHECK(T > 0, "{}: q must have T > 0 queries (B,H,T,D), got {}", fn, shape_string(q));
+  // D = 0 scaled its scores by 1/sqrt(0) and the native kernels have no vector for an empty row.
+  MIXLAB_CHECK(D > 0, "{}: q must have a head dim D > 0 (B,H,T,D), got {}", fn, shape_string(q));
   MIXLAB_CHECK(k.size(0) == B && k.size(1) == H && k.size(3) == D && k.size(2) >= T,
                "{}: k must be (B,H,S+T,D) = ({},{},>= {},{}) for q {}, got {}", fn, B, H, T, D, shape_string(q),
                shape_string(k));
@@ -198,7 +200,7 @@ bool causal_attention_is_native(const torch::Tensor& q, const torch::Tensor& k, 
   const auto dtype = q.scalar_type();
   if (dtype != torch::kFloat && dtype != torch::kDouble) return false;
   const int64_t lanes = dtype == torch::kFloat ? fk::row_lanes<float>() : fk::row_lanes<double>();
-  return q.size(3) % lanes == 0;
+  return q.size(3) > 0 && q.size(3) % lanes == 0;
 }
 
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t window) {

@@ -152,6 +152,14 @@ TEST(CausalAttention, BadArguments) {
         mixlab::causal_attention(torch::randn({1, 2, 0, 16}), k, k);
       },
       "causal_attention: q must have T > 0");
+  expect_error(
+      [&] {
+        auto empty = torch::randn({1, 2, 4, 0});
+        mixlab::causal_attention(empty, empty, empty);
+      },
+      "causal_attention: q must have a head dim D > 0");
+  EXPECT_FALSE(mixlab::causal_attention_is_native(torch::randn({1, 2, 4, 0}), torch::randn({1, 2, 4, 0}),
+                                                  torch::randn({1, 2, 4, 0})));
   expect_error([&] { mixlab::causal_attention(q, torch::Tensor(), k); }, "causal_attention: k");
   expect_error([&] { mixlab::causal_attention(q, k, k, -1); }, "causal_attention: window must be >= 0");
 }
