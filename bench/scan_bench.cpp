@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../src/scan/affine_fused_kernels.h"
+#include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/threads.h"
 #include "mixlab/scan/affine_mixer.h"
@@ -126,7 +127,9 @@ BENCHMARK(BM_Kernel)
 // checkpoints as the library runs it, or over the whole sequence from one checkpoint (chunk 0: how
 // it ran before 2026-11-29), in one binary on the same buffers, so that the two differ in the
 // walk order only (affine_fused_kernels.h, checkpoint_every). args: gate (0 scalar, 1 per key), T,
-// chunk (0: the whole sequence). B H = 4 heads of Dk = Dv = 64, float, one thread.
+// chunk (0: the whole sequence), pass (0 the backward; 1 the training forward that writes the
+// checkpoints, on the same buffers: issue 38's backward / forward ratio from one binary). B H = 4
+// heads of Dk = Dv = 64, float, one thread.
 void BM_DiagBackwardChunks(benchmark::State& state) {
   namespace f = mixlab::detail::affine_fused;
   using Backward = void (*)(const f::DiagDecayGradRows<float>&);
@@ -134,7 +137,7 @@ void BM_DiagBackwardChunks(benchmark::State& state) {
 #define MIXLAB_BENCH_DIAG(ns) std::pair<Forward, Backward>(f::ns::diag_decay, f::ns::diag_decay_backward)
   const auto [forward, backward] = MIXLAB_ISA_SELECT(mixlab::cpu_isa(), MIXLAB_BENCH_DIAG);
 #undef MIXLAB_BENCH_DIAG
-  const bool scalar = state.range(0) == 0;
+  const bool scalar = state.range(0) == 0, time_forward = state.range(3) != 0;
   const int64_t T = state.range(1), chunk = state.range(2) == 0 ? T : state.range(2), BH = 4, D = 64;
   const int64_t chunks = f::checkpoint_count(T, chunk), a_row = scalar ? 1 : D;
   torch::manual_seed(0);
@@ -147,9 +150,22 @@ void BM_DiagBackwardChunks(benchmark::State& state) {
   auto dg = torch::empty({BH, T, a_row}), grad_state = torch::empty({BH, D, D});
   std::vector<float> P(D * D), dstate(D * D), running(D), lanes(D * 16);
   float* cp = checkpoints.data_ptr<float>();
-  for (int64_t bh = 0; bh < BH; ++bh)
-    forward({q[bh].data_ptr<float>(), k[bh].data_ptr<float>(), v[bh].data_ptr<float>(), a[bh].data_ptr<float>(), scalar,
-             out[bh].data_ptr<float>(), state0[bh].data_ptr<float>(), T, D, D, cp + bh * chunks * D * D, chunk});
+  auto run_forward = [&] {
+    for (int64_t bh = 0; bh < BH; ++bh)
+      forward({q[bh].data_ptr<float>(), k[bh].data_ptr<float>(), v[bh].data_ptr<float>(), a[bh].data_ptr<float>(),
+               scalar, out[bh].data_ptr<float>(), state0[bh].data_ptr<float>(), T, D, D, cp + bh * chunks * D * D,
+               chunk});
+  };
+  run_forward();
+  if (time_forward) {
+    for (auto _ : state) {
+      run_forward();
+      benchmark::DoNotOptimize(out.data_ptr<float>());
+    }
+    state.SetLabel(std::string(scalar ? "scalar gate" : "per-key gate") + "/training forward, chunks of " +
+                   std::to_string(chunk));
+    return;
+  }
   for (auto _ : state) {
     grad_state.zero_();
     for (int64_t bh = 0; bh < BH; ++bh)
@@ -179,7 +195,8 @@ void BM_DiagBackwardChunks(benchmark::State& state) {
                  (state.range(2) == 0 ? "/whole sequence" : "/chunks of " + std::to_string(chunk)));
 }
 BENCHMARK(BM_DiagBackwardChunks)
-    ->ArgsProduct({{0, 1}, {1024, 4096, 16384}, {0, 64, 256}})
+    ->ArgsProduct({{0, 1}, {1024, 4096, 16384}, {0, 64, 256}, {0}})
+    ->ArgsProduct({{0, 1}, {1024, 4096, 16384}, {256}, {1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -255,8 +272,13 @@ BENCHMARK(BM_SoftmaxAttentionDecode)->Arg(4096)->Unit(benchmark::kMicrosecond)->
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As the CLI runs (apps/mixlab/main.cpp): without the block cache every call's fresh (B,H,T,D)
+  // tensors are page-faulted in again, which at 1 thread was over half of the per-key gate's
+  // forward row at T 4096 (4.1 against 1.9 ms with a scalar gate, 2026-11-29).
+  const bool block_cache = mixlab::install_cpu_block_cache();
   const int threads = mixlab::threads_configure();
   benchmark::AddCustomContext("mixlab_threads", std::to_string(threads));
+  benchmark::AddCustomContext("cpu_block_cache", block_cache ? "on" : "off");
   // MIXLAB_SCAN_PROFILE=<member index>: write a chrome trace of one chunked forward at T = 4096
   // to scan_profile.trace (op-level breakdown) instead of benchmarking.
   if (const char* m = std::getenv("MIXLAB_SCAN_PROFILE")) {

@@ -2,7 +2,7 @@
 //
 //   mixlab compare                                   # default preset, all tasks, all mixers
 //   mixlab compare --tasks copy --mixers attention,local:8 --set steps=100
-//   mixlab compare --preset table1                   # seed 000 Table 1's recall result on a CPU (<= 60 min)
+//   mixlab compare --preset table1                   # seed 000 Table 1's three columns on a CPU (~75 min)
 //   mixlab compare --preset paper                    # seed 000 App. C.3 hyperparameters
 //   mixlab compare --preset psm --tasks s5 --mixers tpsm:c=1,attention,local:8,mamba
 //   mixlab compare --tasks copy --sweep copy=4-32/4  # error against length after training
@@ -149,7 +149,7 @@ void cmd_compare_register(CLI::App& app) {
   sub->add_option(
          "--preset", args->preset,
          "default (CPU: copy and recall, recall runs stop at 95 %), table1 (seed 000 Table 1's copy, recall and "
-         "multihop results on a CPU, <= 60 min), "
+         "multihop results on a CPU, about 75 min on 2 cores), "
          "paper (seed 000 App. C.3), psm (seed 004's s5 and recall, with length sweeps) or mad (the MAD suite, "
          "selective copying and induction heads, every mixer family)")
       ->check(CLI::IsMember(compare_presets()));

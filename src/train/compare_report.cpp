@@ -291,6 +291,14 @@ std::string compare_table_text(const CompareReport& rep) {
       T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "",
       rep.seeds > 1 ? fmt::format("; mean (min..max) over {} seeds", rep.seeds) : "", rep.preset, rep.seconds,
       rep.jobs);
+  // Tasks trained at different widths (table1's copy tier needs d_model 128): say which.
+  std::map<int64_t, std::vector<std::string>> by_width;
+  for (const auto& [task, d] : rep.task_d_model) by_width[d].push_back(task);
+  if (by_width.size() > 1) {
+    std::vector<std::string> parts;
+    for (const auto& [d, tasks] : by_width) parts.push_back(fmt::format("{} d_model {}", fmt::join(tasks, ", "), d));
+    out += fmt::format("Model width by task: {}.\n", fmt::join(parts, "; "));
+  }
   if (std::any_of(rep.rows.begin(), rep.rows.end(), [](const CompareRow& r) { return r.per_layer; })) {
     out +=
         "hybrid rows (a per-layer mixer list): structure, cost, path and congestion per item of the list as "
@@ -510,8 +518,10 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
     for (const auto& t : rep.tasks) csv += r.lr.count(t) ? fmt::format(",{:g}", r.lr.at(t)) : std::string(",");
     csv += "," + quote(r.analysis_basis) + "\n";
   }
-  const json doc = {{"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds},       {"jobs", rep.jobs},
-                    {"seeds", rep.seeds},   {"lrs", rep.lrs},     {"config", rep.config_example}, {"rows", rows}};
+  const json doc = {
+      {"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds},       {"jobs", rep.jobs},
+      {"seeds", rep.seeds},   {"lrs", rep.lrs},     {"config", rep.config_example}, {"task_d_model", rep.task_d_model},
+      {"rows", rows}};
   atomic_write_file(dir + "/compare.json", doc.dump(2) + "\n");  // checked, fsync'ed, renamed
   atomic_write_file(dir + "/compare.csv", csv);
   bool sweeps = false;

@@ -78,6 +78,20 @@ TEST(TrainCompare, EveryFamilyHasAnalysisFigures) {
   std::filesystem::remove_all(dir);
 }
 
+// Tasks trained at different widths (table1's copy at d_model 128) are named under the table;
+// one width for every task prints nothing.
+TEST(TrainCompare, TableNamesTheWidthOfEachTaskWhenTheyDiffer) {
+  CompareReport rep;
+  rep.preset = "table1";
+  rep.tasks = {"copy", "recall", "multihop"};
+  rep.task_d_model = {{"copy", 128}, {"recall", 64}, {"multihop", 64}};
+  EXPECT_NE(compare_table_text(rep).find("Model width by task: multihop, recall d_model 64; copy d_model 128."),
+            std::string::npos)
+      << compare_table_text(rep);
+  rep.task_d_model["copy"] = 64;
+  EXPECT_EQ(compare_table_text(rep).find("Model width"), std::string::npos);
+}
+
 // --seeds N: every cell is the mean of N runs with seeds seed .. seed+N-1, shown with min..max;
 // the first seed's run is the single-seed run; 0 seeds is an error.
 TEST(TrainCompare, SeedsReportMeanAndRange) {

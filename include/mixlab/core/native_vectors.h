@@ -51,6 +51,12 @@ struct VecOfBytes {
   typedef E type __attribute__((vector_size(Bytes)));
 };
 
+// The vector type a tag stands for. Kernels pick a vector at run time by calling a generic lambda
+// with a null pointer to it (with_row_vector below, the affine kernels' narrower_vectors): the
+// pointer keeps the call's ABI the same in every per-set object, and this names its type.
+template <typename Tag>
+using VecOfTag = std::remove_pointer_t<Tag>;
+
 // The fewest lanes of any row vector (16 bytes): rows of a multiple of it run in vectors on every set.
 template <typename E>
 constexpr int64_t row_vector_lanes() {
@@ -278,10 +284,9 @@ void transpose_padded(const E* x, int64_t x_row, int64_t rows, int64_t rows_p, i
   int64_t j0 = 0;
   // Narrower blocks only where no native block fits (cols 68 keeps its 16 x 16 blocks and a
   // 4-column tail rather than 4 x 4 blocks throughout).
-  const bool narrow =
-      cols < native_lanes<E>() && with_row_vector<E>(cols, [&](auto* rv) {
-        j0 = transpose_square_blocks<std::remove_pointer_t<decltype(rv)>>(x, x_row, rows, rows_p, cols, bt);
-      });
+  const bool narrow = cols < native_lanes<E>() && with_row_vector<E>(cols, [&](auto* rv) {
+                        j0 = transpose_square_blocks<VecOfTag<decltype(rv)>>(x, x_row, rows, rows_p, cols, bt);
+                      });
   if (!narrow) j0 = transpose_square_blocks<typename VecOf<E>::type>(x, x_row, rows, rows_p, cols, bt);
   for (int64_t j = j0; j < rows; ++j)
     for (int64_t d = 0; d < cols; ++d) bt[d * rows_p + j] = x[j * x_row + d];

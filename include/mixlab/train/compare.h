@@ -22,10 +22,12 @@
 //            chance: compare_presets.cpp has the evidence). multihop, when named: 600 steps at
 //            lr 3e-3, warmup 60 (on the plateau; table1 passes it)
 //   table1   seed 000 Table 1's copy, recall and multihop results on this CPU (docs/log/results-2026-11.md,
-//            "Seed 000 Table 1 on a CPU"): the default's model and copy; recall 8000 steps (cosine)
-//            and multihop 16000 (wsd: its plateau breaks late) at lr 1e-3, warmup 300 (attention does
-//            not leave the MQAR plateau at 3e-3 with batch 32), held-out accuracy every 2000 steps in
-//            the run's metrics; <= 60 min on 2 cores
+//            "Seed 000 Table 1 on a CPU"): the default's model and tasks; copy at d_model 128 for
+//            14000 steps (the sub-linear tier needs width and steps; attention, the dense recurrence
+//            and local:8 keep 2000, solved or settled there); recall 8000 steps (cosine; local:8 and
+//            ssm 600, settled at chance) and multihop 16000 (wsd: its plateau breaks late) at lr 1e-3,
+//            warmup 300 (attention does not leave the MQAR plateau at 3e-3 with batch 32), held-out
+//            accuracy every 2000 steps in the run's metrics; the table names each task's width
 //   default, task lm: Brown bytes (mixlab/train/task_lm.h), window T = 128, 2 layers, 4 heads,
 //            batch 16, lr 3e-3, evaluated on the first 16384 valid tokens with stride 64. The
 //            width is matched per mixer (compare_matched_d_model): every mixer gets the d_model
@@ -198,6 +200,7 @@ struct CompareReport {
   int64_t jobs = 1;                               // concurrent runs used
   int64_t seeds = 1;                              // runs per (mixer, task)
   std::map<std::string, int64_t> trained_length;  // per task, the task length the runs trained on
+  std::map<std::string, int64_t> task_d_model;    // per task but lm, the model width (table1's copy is wider)
   std::vector<double> lrs;                        // the sweep's rates (empty: no sweep)
 };
 
