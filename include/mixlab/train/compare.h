@@ -23,9 +23,9 @@
 //            lr 3e-3, warmup 60 (on the plateau; table1 passes it)
 //   table1   seed 000 Table 1's copy, recall and multihop results on this CPU (docs/log/results-2026-11.md,
 //            "Seed 000 Table 1 on a CPU"): the default's model and tasks; copy at d_model 128 for
-//            14000 steps (the sub-linear tier needs width and steps; attention, the dense recurrence
-//            and local:8 keep 2000, solved or settled there); recall 8000 steps (cosine; local:8 and
-//            ssm 600, settled at chance) and multihop 16000 (wsd: its plateau breaks late) at lr 1e-3,
+//            14000 steps (the sub-linear tier needs width and steps; attention and the dense
+//            recurrence keep 2000, solved there); recall 8000 steps (cosine; local:8 and ssm 600,
+//            settled at chance) and multihop 16000 (wsd: its plateau breaks late; local:8 600) at lr 1e-3,
 //            warmup 300 (attention does not leave the MQAR plateau at 3e-3 with batch 32), held-out
 //            accuracy every 2000 steps in the run's metrics; the table names each task's width
 //   default, task lm: Brown bytes (mixlab/train/task_lm.h), window T = 128, 2 layers, 4 heads,
