@@ -2,7 +2,8 @@
 // forward+backward time vs T for the chunked, recurrent and scan forms; decode time per token
 // and decode state bytes; causal softmax attention (plain torch, same projections) as the
 // quadratic baseline. Shapes: B = 1, C = 128, H = 2 (D = 64), chunk 64. BM_DiagBackwardChunks: the
-// diagonal decay's backward kernel alone, by the chunks it walks.
+// diagonal decay's backward kernel alone, by the chunks it walks, and its training forward on the
+// same buffers (issue 38's backward / forward ratio).
 // The slow forms are capped: recurrent T <= 4096, scan form T <= 1024, attention T <= 8192
 // (its (T,T) scores: 8192^2 x 2 heads x 4 B = 512 MiB).
 #include <benchmark/benchmark.h>
@@ -150,6 +151,8 @@ void BM_DiagBackwardChunks(benchmark::State& state) {
   auto dg = torch::empty({BH, T, a_row}), grad_state = torch::empty({BH, D, D});
   std::vector<float> P(D * D), dstate(D * D), running(D), lanes(D * 16);
   float* cp = checkpoints.data_ptr<float>();
+  // state0 is the forward's in/out state: each timed forward starts from the previous one's end
+  // (the same work; the decays keep it bounded).
   auto run_forward = [&] {
     for (int64_t bh = 0; bh < BH; ++bh)
       forward({q[bh].data_ptr<float>(), k[bh].data_ptr<float>(), v[bh].data_ptr<float>(), a[bh].data_ptr<float>(),

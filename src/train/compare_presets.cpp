@@ -116,7 +116,7 @@ json preset_json(const std::string& preset, const std::string& task) {
       // at 1e-3 in table1 and stayed at chance for 5000 steps at 2e-3 (pow2), so they keep 1e-3.
       // A constant rate until the last 20 % (wsd) keeps it up when the plateau breaks; a
       // validation accuracy of 95 % (every 250 steps) ends a run. local:8 and ssm are settled at
-      // chance (table1: 10.4 and 12.3 % after 8000 steps; local:8's two layers see 16 positions
+      // chance (table1 on 2026-11-25: 10.4 and 12.3 % after 8000 steps; local:8's two layers see 16 positions
       // back, most keys are further), so they train 600 steps. The dense recurrence plans 12000
       // steps: where its plateau breaks moves with last-bit rounding (stopped at 4750 with one
       // build of the resolvent backward, 79 % at step 5000 with another), and a plan of 5000
@@ -135,13 +135,12 @@ json preset_json(const std::string& preset, const std::string& task) {
   }
   if (preset == "table1") {
     // Seed 000 Table 1 at a budget measured to reach its copy, recall and multihop results on this
-    // CPU (docs/log/results-2026-11.md, "Seed 000 Table 1 on a CPU"): the default's model and tasks, more steps,
-    // and per task the learning rate that attention and the dense recurrence both learn at. Recall
-    // and multihop need lr 1e-3 (attention never leaves the MQAR plateau at 3e-3 with batch 32)
-    // and thousands of steps after the plateau breaks; copy is learned at 3e-3. Multihop gets
-    // 16000 steps on the warmup-stable-decay schedule: the dense recurrence's plateau there breaks
-    // between steps 6000 and 14000 depending on the seed, and a cosine over 16000 steps had too
-    // little rate left for seed 1's late break (48.7 % chains; 99.9 % with wsd, which keeps the
+    // CPU (docs/log/results-2026-11.md, "Seed 000 Table 1 on a CPU"): the default's tasks and model (copy's wider),
+    // more steps, and per task the learning rate that attention and the dense recurrence both learn at. Recall and
+    // multihop need lr 1e-3 (attention never leaves the MQAR plateau at 3e-3 with batch 32) and thousands of steps
+    // after the plateau breaks; copy is learned at 3e-3. Multihop gets 16000 steps on the warmup-stable-decay schedule:
+    // the dense recurrence's plateau there breaks between steps 6000 and 14000 depending on the seed, and a cosine over
+    // 16000 steps had too little rate left for seed 1's late break (48.7 % chains; 99.9 % with wsd, which keeps the
     // rate until step 12800; docs/log/results-2026-11.md, "Multihop on the wsd schedule").
     MIXLAB_CHECK(copy || task == "recall" || task == "multihop",
                  "compare: preset table1 has the tasks copy, recall and multihop, got '{}'", task);
@@ -157,7 +156,9 @@ json preset_json(const std::string& preset, const std::string& task) {
       // (docs/log/results-2026-11.md, "The square pattern's copy: budget, schedule, curriculum
       // and width"). Attention and the dense recurrence copy 99.9-100 % within 2000 steps at
       // d_model 64 and 100 % at 128, so they keep the default's 2000 steps. local:8 climbs at
-      // 128 (65.5 % at step 2000, 78.0 at 4000 of 14000): it gets the whole budget.
+      // 128 (65.5 % at step 2000, 78.0 at 4000 of 14000): it gets the whole budget. Warmup stays
+      // the default's 200 steps: the measured preset run (2026-11-29, "Table1's copy column at
+      // d_model 128") used it; the earlier width experiments had 1600 of 16000.
       j["d_model"] = 128;
       j["steps"] = 14000;
       j["steps_by_mixer"] = {{"attention", 2000}, {"resolvent:dense", 2000}};
@@ -323,10 +324,14 @@ TrainConfig compare_config(const std::string& preset_name, const std::string& ta
   for (const auto& item : j.items())
     if (!config_key_applies(item.key(), task)) foreign.push_back(item.key());
   for (const auto& key : foreign) j.erase(key);
-  // Fewer steps than the preset without an explicit warmup: keep the preset's warmup fraction.
+  // Other steps than the preset's without an explicit warmup: keep the preset's warmup fraction
+  // of this mixer's planned steps (its steps_by_mixer entry where it has one), so that --steps
+  // with the budget a mixer already has leaves its run as it was.
   if (overrides.contains("steps") && !overrides.contains("warmup") && j["steps"].is_number_integer()) {
     const json base = preset_json(preset_name, task);
-    j["warmup"] = j["steps"].get<int64_t>() * base["warmup"].get<int64_t>() / base["steps"].get<int64_t>();
+    const bool own = base.contains("steps_by_mixer") && base["steps_by_mixer"].contains(mixer);
+    const int64_t planned = own ? base["steps_by_mixer"][mixer].get<int64_t>() : base["steps"].get<int64_t>();
+    j["warmup"] = j["steps"].get<int64_t>() * base["warmup"].get<int64_t>() / planned;
   }
   j["task"] = task;  // the task list decides the task
   return config_from_json(j, fmt::format("compare preset '{}' for {}/{}", preset, mixer, task));

@@ -293,7 +293,8 @@ std::string compare_table_text(const CompareReport& rep) {
       rep.jobs);
   // Tasks trained at different widths (table1's copy tier needs d_model 128): say which.
   std::map<int64_t, std::vector<std::string>> by_width;
-  for (const auto& [task, d] : rep.task_d_model) by_width[d].push_back(task);
+  for (const auto& task : rep.tasks)
+    if (rep.d_model_by_task.count(task)) by_width[rep.d_model_by_task.at(task)].push_back(task);
   if (by_width.size() > 1) {
     std::vector<std::string> parts;
     for (const auto& [d, tasks] : by_width) parts.push_back(fmt::format("{} d_model {}", fmt::join(tasks, ", "), d));
@@ -518,10 +519,15 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
     for (const auto& t : rep.tasks) csv += r.lr.count(t) ? fmt::format(",{:g}", r.lr.at(t)) : std::string(",");
     csv += "," + quote(r.analysis_basis) + "\n";
   }
-  const json doc = {
-      {"preset", rep.preset}, {"tasks", rep.tasks}, {"seconds", rep.seconds},       {"jobs", rep.jobs},
-      {"seeds", rep.seeds},   {"lrs", rep.lrs},     {"config", rep.config_example}, {"task_d_model", rep.task_d_model},
-      {"rows", rows}};
+  const json doc = {{"preset", rep.preset},
+                    {"tasks", rep.tasks},
+                    {"seconds", rep.seconds},
+                    {"jobs", rep.jobs},
+                    {"seeds", rep.seeds},
+                    {"lrs", rep.lrs},
+                    {"config", rep.config_example},
+                    {"d_model_by_task", rep.d_model_by_task},
+                    {"rows", rows}};
   atomic_write_file(dir + "/compare.json", doc.dump(2) + "\n");  // checked, fsync'ed, renamed
   atomic_write_file(dir + "/compare.csv", csv);
   bool sweeps = false;

@@ -232,7 +232,7 @@ CompareReport compare_run(const CompareOptions& o) {
       T = std::max(T, task_sequence_length(c.task, c.task.length));
       if (rep.config_example.is_null()) rep.config_example = config_to_json(c);
       rep.trained_length[t] = c.task.length;
-      if (t != "lm") rep.task_d_model[t] = c.d_model;  // lm's width is matched per mixer (its own column)
+      if (t != "lm") rep.d_model_by_task[t] = c.d_model;  // lm's width is matched per mixer (its own column)
     }
   const std::string runs_dir = o.out_dir + "/runs";
   std::filesystem::create_directories(runs_dir);

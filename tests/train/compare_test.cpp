@@ -84,11 +84,11 @@ TEST(TrainCompare, TableNamesTheWidthOfEachTaskWhenTheyDiffer) {
   CompareReport rep;
   rep.preset = "table1";
   rep.tasks = {"copy", "recall", "multihop"};
-  rep.task_d_model = {{"copy", 128}, {"recall", 64}, {"multihop", 64}};
-  EXPECT_NE(compare_table_text(rep).find("Model width by task: multihop, recall d_model 64; copy d_model 128."),
+  rep.d_model_by_task = {{"copy", 128}, {"recall", 64}, {"multihop", 64}};
+  EXPECT_NE(compare_table_text(rep).find("Model width by task: recall, multihop d_model 64; copy d_model 128."),
             std::string::npos)
       << compare_table_text(rep);
-  rep.task_d_model["copy"] = 64;
+  rep.d_model_by_task["copy"] = 64;
   EXPECT_EQ(compare_table_text(rep).find("Model width"), std::string::npos);
 }
 

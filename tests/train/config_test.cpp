@@ -211,7 +211,7 @@ TEST(TrainConfig, ComparePresets) {
   EXPECT_EQ(d.task.pairs, 8);
   EXPECT_EQ(d.mixer, "local:8");
   EXPECT_FALSE(d.task.curriculum);
-  // Fewer steps keep the preset's warmup fraction (60 / 600) unless warmup is given.
+  // Fewer steps keep the preset's warmup fraction (200 / 2000) unless warmup is given.
   EXPECT_EQ(compare_config("default", "copy", "attention", {{"steps", 100}}).warmup, 10);
   EXPECT_EQ(compare_config("default", "copy", "attention", {{"steps", 100}, {"warmup", 3}}).warmup, 3);
   const TrainConfig p = compare_config("paper", "multihop", "attention", json::object());
@@ -241,6 +241,11 @@ TEST(TrainConfig, ComparePresets) {
   for (const char* climbing : {"ssm", "local:8"})
     EXPECT_EQ(compare_config("table1", "copy", climbing, json::object()).steps, 14000) << climbing;
   EXPECT_EQ(compare_config("table1", "copy", "attention", {{"steps", 500}}).steps, 500);
+  // Overriding steps scales warmup by the mixer's own plan: its preset budget gives its preset run.
+  EXPECT_EQ(compare_config("table1", "copy", "attention", {{"steps", 2000}}).warmup, t1c.warmup);
+  EXPECT_EQ(compare_config("table1", "copy", "resolvent:square", {{"steps", 7000}}).warmup, t1c.warmup / 2);
+  EXPECT_EQ(compare_config("table1", "recall", "local:8", {{"steps", 600}}).warmup,
+            compare_config("table1", "recall", "local:8", json::object()).warmup);
   EXPECT_EQ(compare_config("default", "copy", "attention", json::object()).steps, 2000);
   EXPECT_EQ(compare_config("default", "multihop", "attention", json::object()).steps, 600);
   expect_error_contains([] { compare_config("table1", "s5", "attention", json::object()); },

@@ -1,5 +1,6 @@
 // mixlab/train/compare.h — seed 000 Table 1 on this machine: every mixer trained on every task
-// with identical settings, next to the measured structure of its pattern.
+// with the same settings (but a budget or rate per mixer that a preset states and the table shows),
+// next to the measured structure of its pattern.
 //
 // One row per mixer:
 //   mixer | structure | time/token and cache (analysis at the longest task sequence T) |
@@ -12,8 +13,8 @@
 // one row: structure, cost class, path and congestion per item of its list as written
 // ("...*3|causal"), time/token and cache those of its worst layer; the report says so.
 //
-// Presets (identical for every mixer and task; `set` overrides any config key for all runs;
-// task file takes length and vocab from its `data` file, which the other tasks ignore):
+// Presets (the same for every mixer but the per-mixer budgets and rates below; `set` overrides any config key for all
+// runs; task file takes length and vocab from its `data` file, which the other tasks ignore):
 //   default  d_model 64, 2 layers, 4 heads, mlp 4, vocab 32, batch 32, no curriculum (too few
 //            steps for four phases); tasks copy and recall (compare_preset_tasks). copy L = 16
 //            (T = 33), 2000 steps, lr 3e-3, warmup 200. recall S = 64 with 8 pairs: up to 5000
@@ -195,13 +196,14 @@ struct CompareReport {
   std::string preset;
   std::vector<std::string> tasks;
   std::vector<CompareRow> rows;
-  nlohmann::json config_example;  // the resolved config of the first run (settings shared by all)
+  nlohmann::json
+      config_example;  // the resolved config of the first run (a preset may vary steps, lr or width by mixer or task)
   double seconds = 0;
-  int64_t jobs = 1;                               // concurrent runs used
-  int64_t seeds = 1;                              // runs per (mixer, task)
-  std::map<std::string, int64_t> trained_length;  // per task, the task length the runs trained on
-  std::map<std::string, int64_t> task_d_model;    // per task but lm, the model width (table1's copy is wider)
-  std::vector<double> lrs;                        // the sweep's rates (empty: no sweep)
+  int64_t jobs = 1;                                // concurrent runs used
+  int64_t seeds = 1;                               // runs per (mixer, task)
+  std::map<std::string, int64_t> trained_length;   // per task, the task length the runs trained on
+  std::map<std::string, int64_t> d_model_by_task;  // per task but lm, the model width (table1's copy is wider)
+  std::vector<double> lrs;                         // the sweep's rates (empty: no sweep)
 };
 
 /// Mean, min and max of one cell over seeds (all 0 for no value).
