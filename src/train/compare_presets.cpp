@@ -301,15 +301,17 @@ TrainConfig compare_config(const std::string& preset_name, const std::string& ta
   MIXLAB_CHECK(std::find(known.begin(), known.end(), preset) != known.end(), "compare: unknown preset '{}' (known: {})",
                preset, fmt::join(known, ", "));
   json j = preset_json(preset, task);
-  // A rate or a step budget per mixer (the preset says where each was measured): applies unless
-  // the key is set for every run. The table shows both when they differ between rows.
+  // A rate or a step budget per mixer (the preset says where each was measured): this mixer's plan,
+  // which a key set for every run (the overrides below) replaces. The table shows both when they
+  // differ between rows.
   for (const char* key : {"lr", "steps"}) {
     const std::string by = std::string(key) + "_by_mixer";
     if (!j.contains(by)) continue;
     const json by_mixer = j[by];
     j.erase(by);
-    if (!overrides.contains(key) && by_mixer.contains(mixer)) j[key] = by_mixer[mixer];
+    if (by_mixer.contains(mixer)) j[key] = by_mixer[mixer];
   }
+  const json plan = j;  // the preset's run for this mixer, before the overrides
   // task file: the data file sets length and vocabulary (mixlab/train/task_file.h); no pairs.
   if (task == "file")
     for (const char* key : {"vocab", "length", "pairs"}) j.erase(key);
@@ -327,12 +329,8 @@ TrainConfig compare_config(const std::string& preset_name, const std::string& ta
   // Other steps than the preset's without an explicit warmup: keep the preset's warmup fraction
   // of this mixer's planned steps (its steps_by_mixer entry where it has one), so that --steps
   // with the budget a mixer already has leaves its run as it was.
-  if (overrides.contains("steps") && !overrides.contains("warmup") && j["steps"].is_number_integer()) {
-    const json base = preset_json(preset_name, task);
-    const bool own = base.contains("steps_by_mixer") && base["steps_by_mixer"].contains(mixer);
-    const int64_t planned = own ? base["steps_by_mixer"][mixer].get<int64_t>() : base["steps"].get<int64_t>();
-    j["warmup"] = j["steps"].get<int64_t>() * base["warmup"].get<int64_t>() / planned;
-  }
+  if (overrides.contains("steps") && !overrides.contains("warmup") && j["steps"].is_number_integer())
+    j["warmup"] = j["steps"].get<int64_t>() * plan["warmup"].get<int64_t>() / plan["steps"].get<int64_t>();
   j["task"] = task;  // the task list decides the task
   return config_from_json(j, fmt::format("compare preset '{}' for {}/{}", preset, mixer, task));
 }
