@@ -490,6 +490,7 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
               {"train_tokens_per_s", r.train_tokens_per_s},
               {"decode_us_per_token", r.decode_us_per_token},
               {"parameters", r.parameters},
+              {"parameters_by_task", r.parameters_by_task},
               {"train_seconds", r.seconds}};
     rows.push_back(j);
     csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{}", quote(r.mixer), r.ran ? 1 : 0, quote(r.note),

@@ -466,6 +466,7 @@ CompareReport compare_run(const CompareOptions& o) {
         row.steps_planned[task] = job.config.steps;
         row.steps_trained[task].push_back(job.result.step);
         if (task == "lm" || row.ppl_seeds.empty()) row.parameters = job.parameters;  // lm's width is matched
+        row.parameters_by_task[task] = job.parameters;
         if (job.model->dims().max_len >= T) decode_model = job.model;
       }
       for (const auto& t : o.tasks) {

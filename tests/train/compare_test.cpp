@@ -43,6 +43,11 @@ TEST(TrainCompare, ParallelJobsGiveTheSameTable) {
     EXPECT_EQ(one.rows[r].answer_acc, two.rows[r].answer_acc);
     EXPECT_EQ(one.rows[r].eval_loss, two.rows[r].eval_loss);  // bit-equal: same init, same batches
     EXPECT_EQ(one.rows[r].parameters, two.rows[r].parameters);
+    // Each task's model count (table1's copy is wider than its other tasks).
+    EXPECT_EQ(one.rows[r].parameters_by_task, two.rows[r].parameters_by_task);
+    ASSERT_EQ(one.rows[r].parameters_by_task.size(), 2u);
+    EXPECT_GT(one.rows[r].parameters_by_task.at("copy"), 0);
+    EXPECT_EQ(one.rows[r].parameters_by_task.at("multihop"), one.rows[r].parameters);  // the last task's
   }
   std::filesystem::remove_all(dir);
 }

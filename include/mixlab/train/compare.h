@@ -184,7 +184,10 @@ struct CompareRow {
   std::map<std::string, std::vector<MetricCurve>> eval_curves, loss_curves;
   double train_tokens_per_s = 0;
   double decode_us_per_token = 0;
+  // The model's parameter count: lm's (its width is matched per mixer) where lm ran, else the last
+  // task's; parameters_by_task has every task's (table1 trains copy at a wider d_model).
   int64_t parameters = 0;
+  std::map<std::string, int64_t> parameters_by_task;
   double seconds = 0;  // training wall time over all tasks
   // A hybrid (a per-layer mixer list, mixlab/registry/layer_specs.h): structure, pattern, cost
   // class, path and congestion hold one value per item of the list as written ("order:1*3|causal"),
