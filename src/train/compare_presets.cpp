@@ -179,12 +179,9 @@ json preset_json(const std::string& preset, const std::string& task) {
         // multihop column on the wsd schedule"). 4000 steps show it with two evaluations and
         // save about 12 minutes of the preset's 75. order:8 creeps (40.8 -> 52.6 %) and keeps
         // the whole budget, as do attention and the dense recurrence, which leave the plateau.
-        j["steps_by_mixer"] = {{"local:8", 600},
-                               {"ssm", 4000},
-                               {"resolvent:pow2", 4000},
-                               {"resolvent:pow2+cache", 4000},
-                               {"resolvent:square", 4000},
-                               {"resolvent:square+cache", 4000}};
+        j["steps_by_mixer"] = {{"local:8", 600},           {"ssm", 4000},
+                               {"resolvent:pow2", 4000},   {"resolvent:pow2+cache", 4000},
+                               {"resolvent:square", 4000}, {"resolvent:square+cache", 4000}};
       }
     }
     return j;
