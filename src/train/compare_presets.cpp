@@ -177,8 +177,9 @@ json preset_json(const std::string& preset, const std::string& task) {
         // held-out (ssm 42-46) at every evaluation from step 2000 to 16000, under the cosine
         // (2026-11-25) and under wsd (2026-11-29; docs/log/results-2026-11.md, "Table1's
         // multihop column on the wsd schedule"). 4000 steps show it with two evaluations and
-        // save about 12 minutes of the preset's 75. order:8 creeps (40.8 -> 52.6 %) and keeps
-        // the whole budget, as do attention and the dense recurrence, which leave the plateau.
+        // save 12-18 minutes of the preset's wall time (2026-11-30, by the runs' seconds).
+        // order:8 creeps (40.8 -> 52.6 %) and keeps the whole budget, as do attention and the
+        // dense recurrence, which leave the plateau.
         j["steps_by_mixer"] = {{"local:8", 600},           {"ssm", 4000},
                                {"resolvent:pow2", 4000},   {"resolvent:pow2+cache", 4000},
                                {"resolvent:square", 4000}, {"resolvent:square+cache", 4000}};
