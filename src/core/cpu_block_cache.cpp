@@ -3,8 +3,12 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <sys/mman.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -121,6 +125,23 @@ class BlockCache final : public c10::Allocator {
 };
 
 std::mutex install_mutex;
+bool malloc_tuned = false;  // under install_mutex
+
+// glibc keeps freed blocks under 1 MiB in its heaps instead of returning their pages (header).
+// The user's own malloc tunables win.
+bool tune_glibc_malloc() {
+#if defined(__GLIBC__)
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables && std::strstr(tunables, "glibc.malloc.")) return false;
+  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"})
+    if (std::getenv(name)) return false;
+  constexpr int kMmapThreshold = 2 << 20;  // above kLargeBytes plus malloc's alignment slack
+  constexpr int kTrimThreshold = 64 << 20;
+  return mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
+#else
+  return false;
+#endif
+}
 
 }  // namespace
 
@@ -136,6 +157,7 @@ bool install_cpu_block_cache(int64_t budget_bytes) {
     }
   }
   if (budget_bytes == 0) return false;
+  malloc_tuned = tune_glibc_malloc();
   BlockCache::instance() = new BlockCache(static_cast<size_t>(budget_bytes));
   // Priority above the default CPU allocator's (0), so a later default registration keeps ours.
   c10::SetAllocator(c10::DeviceType::CPU, BlockCache::instance(), /*priority=*/1);
@@ -144,7 +166,10 @@ bool install_cpu_block_cache(int64_t budget_bytes) {
 
 CpuBlockCacheStats cpu_block_cache_stats() {
   std::lock_guard<std::mutex> lock(install_mutex);
-  return BlockCache::instance() ? BlockCache::instance()->stats() : CpuBlockCacheStats{};
+  if (!BlockCache::instance()) return {};
+  CpuBlockCacheStats s = BlockCache::instance()->stats();
+  s.malloc_tuned = malloc_tuned;
+  return s;
 }
 
 void cpu_block_cache_release() {

@@ -9,6 +9,17 @@
 // (2 MiB-aligned, marked for transparent huge pages) in a cache keyed by size, up to a byte budget, and serves the next
 // request of the same size class from it. Smaller blocks go to c10's alloc_cpu / free_cpu as before.
 //
+// Those smaller blocks page-faulted too: a training step at the main job's sizes (batch 32, T 64,
+// d_model 64) allocates hundreds of 128 KiB - 1 MiB tensors, and glibc gave their pages back
+// (its heap trimmed above a threshold that adapts to ~2x the largest freed block, its per-thread
+// heaps unmapped when empty), so every step faulted ~400 of them in again. Installing the cache
+// therefore also sets glibc's mmap threshold to 2 MiB (every block under 1 MiB comes from the heap)
+// and its trim threshold to 64 MiB (up to 64 MiB of free heap top is kept per arena): page faults
+// of a 4-run recall compare fell from ~530k to ~60k and its steps took ~20 % less time
+// (docs/log/benchmarks-2026-11.md, "Small blocks: glibc's thresholds"). Skipped when the user set
+// glibc's malloc tunables (GLIBC_TUNABLES with glibc.malloc., MALLOC_MMAP_THRESHOLD_,
+// MALLOC_TRIM_THRESHOLD_), and on a C library other than glibc.
+//
 // Installed by the programs (the CLI, the benchmarks) before their first tensor, never by the
 // library itself; Python users call mixlab.use_cpu_block_cache(). Tensors allocated before
 // installation keep their own deleters. Thread-safe (one mutex around the cache).
@@ -28,10 +39,12 @@ struct CpuBlockCacheStats {
   int64_t cached_bytes = 0;  // bytes held in the cache now (free blocks)
   int64_t budget_bytes = 0;  // most bytes the cache holds
   bool installed = false;
+  bool malloc_tuned = false;  // glibc's mmap and trim thresholds set at installation
 };
 
 /// Makes the block cache LibTorch's CPU allocator (idempotent). budget_bytes < 0: read
-/// MIXLAB_CPU_CACHE_MB (default 2048 MiB); a budget of 0 installs nothing. Returns whether it
+/// MIXLAB_CPU_CACHE_MB (default 2048 MiB); a budget of 0 installs nothing (and tunes nothing).
+/// Installing also tunes glibc's thresholds (above) unless the user set them. Returns whether it
 /// is installed. Throws mixlab::Error for a malformed MIXLAB_CPU_CACHE_MB.
 bool install_cpu_block_cache(int64_t budget_bytes = -1);
 
