@@ -68,8 +68,8 @@ TEST(CpuBlockCache, ReusesLargeBlocksWithinBudget) {
   EXPECT_EQ(mixlab::cpu_block_cache_stats().cached_bytes, 0);
 }
 
-// Blocks under 1 MiB stay glibc's, but installing the cache keeps their pages: eight 900 KiB
-// tensors written and freed 40 times fault their 7.2 MiB in once, where glibc's adaptive trim
+// Blocks under 1 MiB stay glibc's, but installing the cache keeps their pages: eight 920 KB
+// tensors written and freed 40 times fault their 7.4 MB in once, where glibc's adaptive trim
 // threshold (~2x the largest freed block) returned them every round (~1800 faults a round).
 TEST(CpuBlockCache, SmallBlocksKeepTheirPages) {
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
