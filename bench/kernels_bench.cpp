@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/kernel_table.h"
+#include "mixlab/core/blas_info.h"
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/threads.h"
 
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
   const int threads = mixlab::threads_configure();  // $MIXLAB_THREADS or all cores
   benchmark::AddCustomContext("torch_threads", std::to_string(threads));
   benchmark::AddCustomContext("cpu_block_cache", block_cache ? "on" : "off");
+  benchmark::AddCustomContext("blas", mixlab::blas_summary());  // the library and its kernels
   std::vector<Pair> pairs;
   for (const KernelCase& row : mixlab::testing::kernel_table()) {
     for (const Shape& shape : row.bench_shapes) {

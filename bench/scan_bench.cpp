@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../src/scan/affine_fused_kernels.h"
+#include "mixlab/core/blas_info.h"
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/threads.h"
@@ -282,6 +283,7 @@ int main(int argc, char** argv) {
   const int threads = mixlab::threads_configure();
   benchmark::AddCustomContext("mixlab_threads", std::to_string(threads));
   benchmark::AddCustomContext("cpu_block_cache", block_cache ? "on" : "off");
+  benchmark::AddCustomContext("blas", mixlab::blas_summary());  // the library and its kernels
   // MIXLAB_SCAN_PROFILE=<member index>: write a chrome trace of one chunked forward at T = 4096
   // to scan_profile.trace (op-level breakdown) instead of benchmarking.
   if (const char* m = std::getenv("MIXLAB_SCAN_PROFILE")) {

@@ -13,6 +13,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include "mixlab/core/blas_info.h"
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/resolvent/resolvent.h"
 #include "mixlab/scan/selective_scan.h"
@@ -108,6 +109,7 @@ int main(int argc, char** argv) {
   // As the CLI runs (apps/mixlab/main.cpp): large blocks reused, not page-faulted in every call.
   const bool block_cache = mixlab::install_cpu_block_cache();
   benchmark::AddCustomContext("cpu_block_cache", block_cache ? "on" : "off");
+  benchmark::AddCustomContext("blas", mixlab::blas_summary());  // the library and its kernels
   at::set_num_threads(1);
   register_all();
   benchmark::Initialize(&argc, argv);

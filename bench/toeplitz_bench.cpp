@@ -12,6 +12,7 @@
 #include <cmath>
 #include <optional>
 
+#include "mixlab/core/blas_info.h"
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/threads.h"
 #include "mixlab/toeplitz/toeplitz.h"
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
   const int threads = mixlab::threads_configure();  // explicit: $MIXLAB_THREADS or all cores
   benchmark::AddCustomContext("torch_threads", std::to_string(threads));
   benchmark::AddCustomContext("cpu_block_cache", kBlockCache ? "on" : "off");
+  benchmark::AddCustomContext("blas", mixlab::blas_summary());  // the library and its kernels
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

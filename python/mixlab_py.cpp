@@ -30,6 +30,7 @@
 #include "mixlab/analysis/analyze.h"
 #include "mixlab/analysis/design.h"
 #include "mixlab/attention/causal_attention.h"
+#include "mixlab/core/blas_info.h"
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
@@ -315,8 +316,11 @@ chunked composition to float rounding.
       py::arg("budget_mb") = -1,
       "Makes mixlab's CPU block cache torch's CPU allocator for this process (mixlab/core/cpu_block_cache.h): "
       "freed tensors of >= 1 MiB keep their memory for the next tensor of the same size instead of "
-      "page-faulting fresh pages (what the mixlab CLI does). budget_mb < 0 reads MIXLAB_CPU_CACHE_MB "
-      "(default 2048); 0 installs nothing. Returns whether it is installed; idempotent.");
+      "page-faulting fresh pages (what the mixlab CLI does). It also sets glibc's mmap threshold (2 MiB) and "
+      "trim threshold (64 MiB) so that smaller tensors keep their pages between steps, unless GLIBC_TUNABLES "
+      "(glibc.malloc.*), MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ is set; those thresholds without the "
+      "cache made a plain training loop slower, so they come only with it. budget_mb < 0 reads MIXLAB_CPU_CACHE_MB "
+      "(default 2048); 0 installs nothing and sets nothing. Returns whether it is installed; idempotent.");
   m.def(
       "cpu_block_cache_stats",
       [] {
@@ -327,9 +331,16 @@ chunked composition to float rounding.
         d["misses"] = s.misses;
         d["cached_bytes"] = s.cached_bytes;
         d["budget_bytes"] = s.budget_bytes;
+        d["malloc_tuned"] = s.malloc_tuned;
         return d;
       },
-      "The block cache's counters: installed, hits, misses, cached_bytes, budget_bytes.");
+      "The block cache's counters: installed, hits, misses, cached_bytes, budget_bytes, and malloc_tuned "
+      "(glibc's thresholds set at installation).");
+  m.def(
+      "blas_kernels", [] { return mixlab::blas_summary(); },
+      "The BLAS library and kernels torch's matmuls run in this process (mixlab/core/blas_info.h), e.g. "
+      "'OpenBLAS 0.3.21, Cooperlake kernels', with '(forced by OPENBLAS_CORETYPE)' when that variable chose "
+      "them. Timings and the last bits of results depend on them.");
   m.def(
       "fused_affine_isa", [] { return std::string(mixlab::fused_affine_isa()); },
       "Instruction set of the fused affine forward on this CPU: 'avx512', 'avx2' or 'generic' (the "

@@ -158,10 +158,13 @@ torch_version=$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo u
 # The instruction set the native kernels ran, as mixlab picks it (MIXLAB_CPU_ISA included): the
 # same CPU model name has come with and without AVX-512 on these VMs.
 isa=$("$build/mixlab" --version 2>/dev/null | sed -n 's/.*(native kernels: \([a-z0-9]*\)).*/\1/p')
+# ...and the BLAS kernels LibTorch's matmuls ran (OpenBLAS picks them per CPU unless
+# OPENBLAS_CORETYPE forces others; mixlab/core/blas_info.h).
+blas_kernels=$("$build/mixlab" --version 2>/dev/null | sed -n 's/.*), BLAS: \(.*\)$/\1/p')
 /usr/bin/python3 - "$out" "$load_before" "$(load_now)" "$seconds" "$quick" "$blas" "$torch_version" \
-  "$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)" "${isa:-unknown}" <<'PY'
+  "$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)" "${isa:-unknown}" "${blas_kernels:-unknown}" <<'PY'
 import glob, json, os, platform, sys
-out, load_before, load_after, seconds, quick, blas, torch_version, commit, isa = sys.argv[1:10]
+out, load_before, load_after, seconds, quick, blas, torch_version, commit, isa, blas_kernels = sys.argv[1:11]
 cpu = "unknown"
 try:  # LibTorch's default intra-op thread count, as the binaries that do not set one get it
     import torch
@@ -173,7 +176,8 @@ for line in open("/proc/cpuinfo"):
         cpu = line.split(":", 1)[1].strip()
         break
 machine = {
-    "cpu": cpu, "isa": isa, "cores": os.cpu_count(), "blas": blas, "libtorch": torch_version,
+    "cpu": cpu, "isa": isa, "cores": os.cpu_count(), "blas": blas, "blas_kernels": blas_kernels,
+    "libtorch": torch_version,
     "kernel": platform.release(), "commit": commit, "quick": quick == "1",
     # Each binary sets its own intra-op threads: bench_scan, bench_toeplitz and bench_attention read
     # MIXLAB_THREADS, bench_decode and bench_psm_decode use 1, the others LibTorch's default.
@@ -189,7 +193,7 @@ skip = {"iterations", "real_time", "cpu_time", "time_unit", "name", "run_name", 
         "repetition_index", "threads", "family_index", "per_family_instance_index", "aggregate_name",
         "aggregate_unit", "label"}
 lines = [f"# mixlab benchmarks ({'quick' if machine['quick'] else 'full'} run)", "",
-         f"{cpu} (kernels: {isa}), {machine['cores']} cores, BLAS {blas}, LibTorch {torch_version}, "
+         f"{cpu} (kernels: {isa}), {machine['cores']} cores, BLAS {blas} ({blas_kernels}), LibTorch {torch_version}, "
          f"commit {commit[:10]}, load {load_before} before / {load_after} after, {seconds} s.", "",
          "Threads: " + "; ".join(f"{k}: {v}" for k, v in machine["threads"].items()) + ".", ""]
 for path in sorted(glob.glob(os.path.join(out, "*.json"))):

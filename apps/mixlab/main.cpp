@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "mixlab/core/blas_info.h"
 #include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/error.h"
@@ -60,16 +61,17 @@ void refuse_empty_values(CLI::App& app) {
 int main(int argc, char** argv) {
   mixlab::cli::g_args.assign(argv + 1, argv + argc);
   CLI::App app{"mixlab: design, analyse, train, decode and benchmark causal token mixers"};
-  // The version with the instruction set the native kernels run (mixlab/core/cpu_isa.h): results and
-  // timings differ between builds, and bench.sh records it from here.
+  // The version with the instruction set the native kernels run (mixlab/core/cpu_isa.h) and the BLAS
+  // kernels LibTorch's matmuls run (mixlab/core/blas_info.h): results and timings differ between
+  // both, and bench.sh records them from here.
   std::string kernels;
   try {
     kernels = mixlab::cpu_isa_name(mixlab::cpu_isa());
   } catch (const mixlab::Error& e) {
     kernels = std::string("unknown: ") + e.what();
   }
-  app.set_version_flag("--version",
-                       std::string("mixlab ") + MIXLAB_VERSION_STRING + " (native kernels: " + kernels + ")");
+  app.set_version_flag("--version", std::string("mixlab ") + MIXLAB_VERSION_STRING + " (native kernels: " + kernels +
+                                        "), BLAS: " + mixlab::blas_summary());
   app.require_subcommand(1);
   // Global options may also follow the subcommand (`mixlab train --task copy --threads 1`), as
   // users type them: a subcommand hands an option it does not know to this parent. Subcommands

@@ -39,6 +39,7 @@ from ._mixlab import (  # noqa: F401  (re-exported)
     ModelState,
     Pattern,
     analyze,
+    blas_kernels,
     design,
     causal_attention,
     check_mixer_spec,
@@ -62,7 +63,7 @@ __all__ = [
     "Error", "InternalError", "Mixer", "MixerState", "Model", "ModelState", "Pattern", "load", "analyze", "design", "causal_attention", "check_mixer_spec",
     "delta_rule_chunked", "delta_rule_recurrent", "diag_decay_chunked", "diag_decay_recurrent",
     "fused_affine_isa", "mixer", "mixer_families", "mixer_layer_specs", "resolvent", "selective_scan", "toeplitz", "use_cpu_block_cache",
-    "cpu_block_cache_stats",
+    "cpu_block_cache_stats", "blas_kernels",
 ]
 
 

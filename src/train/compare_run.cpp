@@ -14,6 +14,8 @@
 
 #include "mixlab/analysis/analyze.h"
 #include "mixlab/analysis/format.h"
+#include "mixlab/core/blas_info.h"
+#include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/error.h"
 #include "mixlab/registry/layer_specs.h"
 #include "mixlab/train/compare.h"
@@ -167,6 +169,11 @@ CompareReport compare_run(const CompareOptions& o) {
   rep.preset = o.preset;
   rep.tasks = o.tasks;
   rep.seeds = o.seeds;
+  // What the figures belong to besides the code: the native kernels' instruction set and the BLAS
+  // kernels (every cell that moves with the last bits moves with them). cpu_isa() throws for a bad
+  // MIXLAB_CPU_ISA, here before any training rather than in the first kernel call.
+  rep.native_kernels = cpu_isa_name(cpu_isa());
+  rep.blas = blas_summary();
   const std::vector<std::string> mixers = o.mixers.empty() ? compare_default_mixers() : o.mixers;
   MIXLAB_CHECK(!mixers.empty(), "compare: the mixer list is empty");
   // Validate every (mixer, task) before the first (long) run, so a typo in the last spec fails

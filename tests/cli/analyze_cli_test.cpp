@@ -72,4 +72,13 @@ TEST(AnalyzeCli, VersionNamesTheKernelsInstructionSet) {
   EXPECT_TRUE(named) << r.output;
   r = run_command("MIXLAB_CPU_ISA=generic " MIXLAB_BINARY_DIR "/mixlab --version 2>&1");
   EXPECT_NE(r.output.find("(native kernels: generic)"), std::string::npos) << r.output;
+  // ...and the BLAS kernels: OpenBLAS's core, and whether OPENBLAS_CORETYPE chose it.
+  EXPECT_NE(r.output.find("), BLAS: "), std::string::npos) << r.output;
+#if defined(__x86_64__)
+  if (r.output.find("BLAS: OpenBLAS") != std::string::npos) {
+    // Every x86-64 OpenBLAS built with DYNAMIC_ARCH (Debian's) has the Prescott (SSE3) kernels.
+    r = run_command("OPENBLAS_CORETYPE=Prescott " MIXLAB_BINARY_DIR "/mixlab --version 2>&1");
+    EXPECT_NE(r.output.find(", Prescott kernels (forced by OPENBLAS_CORETYPE)"), std::string::npos) << r.output;
+  }
+#endif
 }

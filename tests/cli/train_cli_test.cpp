@@ -179,6 +179,13 @@ TEST(TrainCli, CompareWritesTableCsvJsonPng) {
   EXPECT_TRUE(j["rows"][0]["eval_token_acc"].contains("multihop"));
   EXPECT_TRUE(j["rows"][0]["eval_loss"].contains("multihop"));
   EXPECT_EQ(j["jobs"], 1);  // the tests run mixlab with --threads 1
+  // The figures name the kernels they came from (mixlab/core/blas_info.h), in the file and the footer.
+  EXPECT_FALSE(j["native_kernels"].get<std::string>().empty());
+  EXPECT_FALSE(j["blas"].get<std::string>().empty());
+  EXPECT_NE(r.output.find("Native kernels: " + j["native_kernels"].get<std::string>() +
+                          "; BLAS: " + j["blas"].get<std::string>()),
+            std::string::npos)
+      << r.output;
   EXPECT_TRUE(j["rows"][1]["ran"].get<bool>());
   EXPECT_EQ(j["rows"][1]["shortest_path"], "∞");  // the shared formatter, as in `mixlab analyze`
   std::ifstream csv(dir + "/compare.csv");

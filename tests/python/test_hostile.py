@@ -369,6 +369,7 @@ TARGETS = {
     "mixer_families": ("fn", []),
     "cpu_block_cache_stats": ("fn", []),
     "fused_affine_isa": ("fn", []),
+    "blas_kernels": ("fn", []),
     "Pattern": ("fn", [Str("spec", "pow2", roles=("pattern",))]),
     "Pattern.row": ("pattern", [Int("i", 5, 0, (1 << 24) - 1)]),
     "Pattern.rows": ("pattern", [Int("T", 5, 1, 1 << 24)]),
@@ -521,7 +522,7 @@ def build_call(ctx, case, mutate):
         args.append(p.hostile(mutation, g) if mutate and i == param_index else valid)
     name = target.split(".")[-1]
     fn = getattr(obj, name) if obj is not None else getattr(mixlab, target)
-    if target == "mixer_families" and mutate or target in ("cpu_block_cache_stats", "fused_affine_isa") and mutate:
+    if target == "mixer_families" and mutate or target in ("cpu_block_cache_stats", "fused_affine_isa", "blas_kernels") and mutate:
         args = ["unexpected"]
     return fn, args, params
 

@@ -114,6 +114,14 @@ class AffineTest(unittest.TestCase):
         self.assertEqual(b.sum().item(), float(3 << 18))
         after = mixlab.cpu_block_cache_stats()
         self.assertEqual(after["hits"], before["hits"] + 1)
+        self.assertIsInstance(after["malloc_tuned"], bool)
+
+    def test_blas_kernels_names_the_library(self):
+        # Names the kernels of the process's BLAS, which torch's matmuls run; Debian's is OpenBLAS.
+        name = mixlab.blas_kernels()
+        self.assertTrue(name.startswith("OpenBLAS ") or name.startswith("not OpenBLAS"), name)
+        if name.startswith("OpenBLAS "):
+            self.assertIn(" kernels", name)
 
     def test_fused_kernels_from_python(self):
         # torch.no_grad() takes the fused forward, requires_grad the fused forward + backward; both

@@ -207,6 +207,8 @@ struct CompareReport {
   std::map<std::string, int64_t> trained_length;   // per task, the task length the runs trained on
   std::map<std::string, int64_t> d_model_by_task;  // per task but lm, the model width (table1's copy is wider)
   std::vector<double> lrs;                         // the sweep's rates (empty: no sweep)
+  std::string native_kernels;  // cpu_isa_name of the instruction set mixlab's kernels ran (mixlab/core/cpu_isa.h)
+  std::string blas;            // blas_summary(): the BLAS library and kernels (mixlab/core/blas_info.h)
 };
 
 /// Mean, min and max of one cell over seeds (all 0 for no value).
