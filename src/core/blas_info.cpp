@@ -36,8 +36,8 @@ BlasInfo blas_info() {
     info.version = number.empty() ? name : name + " " + number;
   }
   if (info.version.empty()) info.version = "OpenBLAS";
-  // OpenBLAS compares the variable case-insensitively and falls back to detection for a name it
-  // does not know: only a match means the variable chose the kernels.
+  // OpenBLAS compares the variable case-insensitively, and falls back to other kernels for a name
+  // it does not know or kernels this CPU cannot run: only a match means the variable chose them.
   info.forced = !info.coretype_env.empty() && strcasecmp(info.coretype_env.c_str(), info.core.c_str()) == 0;
   return info;
 }
@@ -48,7 +48,7 @@ std::string blas_summary(const BlasInfo& info) {
   if (info.forced) {
     s += " (forced by OPENBLAS_CORETYPE)";
   } else if (!info.coretype_env.empty()) {
-    s += " (OPENBLAS_CORETYPE=" + info.coretype_env + " not known to it, ignored)";
+    s += " (OPENBLAS_CORETYPE=" + info.coretype_env + " set but not taken)";
   }
   return s;
 }

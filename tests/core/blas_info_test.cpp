@@ -15,8 +15,7 @@ TEST(BlasInfo, SummarySaysWhetherTheVariableChoseTheKernels) {
   info.core = "Cooperlake";
   EXPECT_EQ(blas_summary(info), "OpenBLAS 0.3.21, Cooperlake kernels");
   info.coretype_env = "bogus";  // OpenBLAS falls back to its own choice for a name it does not know
-  EXPECT_EQ(blas_summary(info),
-            "OpenBLAS 0.3.21, Cooperlake kernels (OPENBLAS_CORETYPE=bogus not known to it, ignored)");
+  EXPECT_EQ(blas_summary(info), "OpenBLAS 0.3.21, Cooperlake kernels (OPENBLAS_CORETYPE=bogus set but not taken)");
   info.core = "Haswell";
   info.coretype_env = "haswell";
   info.forced = true;

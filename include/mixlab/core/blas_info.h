@@ -26,8 +26,8 @@ struct BlasInfo {
 BlasInfo blas_info();
 
 /// One line for reports: "OpenBLAS 0.3.21, Cooperlake kernels", "OpenBLAS 0.3.21, Haswell kernels
-/// (forced by OPENBLAS_CORETYPE)", "OpenBLAS 0.3.21, Cooperlake kernels (OPENBLAS_CORETYPE=x not
-/// known to it, ignored)", or "not OpenBLAS (openblas_get_corename not found)".
+/// (forced by OPENBLAS_CORETYPE)", "OpenBLAS 0.3.21, Cooperlake kernels (OPENBLAS_CORETYPE=x set
+/// but not taken)", or "not OpenBLAS (openblas_get_corename not found)".
 std::string blas_summary(const BlasInfo& info);
 std::string blas_summary();
 
