@@ -157,10 +157,11 @@ blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo un
 torch_version=$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo unknown)
 # The instruction set the native kernels ran, as mixlab picks it (MIXLAB_CPU_ISA included): the
 # same CPU model name has come with and without AVX-512 on these VMs.
-isa=$("$build/mixlab" --version 2>/dev/null | sed -n 's/.*(native kernels: \([a-z0-9]*\)).*/\1/p')
+version_line=$("$build/mixlab" --version 2>/dev/null || true)
+isa=$(sed -n 's/.*(native kernels: \([a-z0-9]*\)).*/\1/p' <<<"$version_line")
 # ...and the BLAS kernels LibTorch's matmuls ran (OpenBLAS picks them per CPU unless
 # OPENBLAS_CORETYPE forces others; mixlab/core/blas_info.h).
-blas_kernels=$("$build/mixlab" --version 2>/dev/null | sed -n 's/.*), BLAS: \(.*\)$/\1/p')
+blas_kernels=$(sed -n 's/.*), BLAS: \(.*\)$/\1/p' <<<"$version_line")
 /usr/bin/python3 - "$out" "$load_before" "$(load_now)" "$seconds" "$quick" "$blas" "$torch_version" \
   "$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)" "${isa:-unknown}" "${blas_kernels:-unknown}" <<'PY'
 import glob, json, os, platform, sys
