@@ -6,6 +6,12 @@ table (bench_kernels, wall time per call, forward and forward+backward) and a tr
 Usage: /usr/bin/python3 bench/thread_scaling.py [--build build] [--min-time 0.3] [--steps 40]
 Prints a markdown table: speedup = time at 1 thread / time at 2 threads (throughput ratio for the
 training step). Run it on an idle machine: two threads on two cores leave nothing for anyone else.
+
+       /usr/bin/python3 bench/thread_scaling.py --training-steps [--takes 3] [--steps 40]
+The training steps only: the LM step above and the main job's recall model (d 64, 2 layers,
+T 64, batch 32) for several mixers, each at 1 thread, at 2 threads with every operation split
+over both (`row_groups=1`), and at 2 threads with the batch's rows in 2 groups (the default,
+mixlab/train/row_groups.h); interleaved takes, medians of each run's per-step rates.
 """
 import argparse
 import json
@@ -32,14 +38,25 @@ def kernel_times(build, threads, min_time):
     return {b["name"]: float(b["real_time"]) for b in doc["benchmarks"] if b.get("run_type") == "iteration"}
 
 
-def train_tokens_per_s(build, threads, steps):
-    """Median tokens/s of a 2-layer d 64 attention LM step (T 128, batch 16, bytes), steps >= 5."""
+LM_STEP = ["--task", "lm", "--mixer", "attention", "--set", "d_model=64", "--set", "layers=2", "--set", "length=128",
+           "--set", "batch=16"]
+# The main job's recall runs (the default preset): vocabulary 32, T 64, 8 pairs, batch 32.
+RECALL_STEP = ["--task", "recall", "--set", "vocab=32", "--set", "length=64", "--set", "pairs=8", "--set", "batch=32",
+               "--set", "d_model=64", "--set", "layers=2", "--set", "heads=4", "--set", "curriculum=false"]
+STEP_MODELS = [("lm attention d64 L2 T128 B16", LM_STEP)] + [
+    (f"recall {m} d64 L2 T64 B32", RECALL_STEP + ["--mixer", m])
+    for m in ["attention", "local:8", "ssm", "resolvent:pow2", "resolvent:dense", "gla", "deltanet"]]
+
+
+def train_tokens_per_s(build, threads, steps, model=LM_STEP, extra=()):
+    """Median tokens/s of a training step (default: a 2-layer d 64 attention LM step, T 128,
+    batch 16, bytes) over steps >= 5; `extra` are more `--set KEY=VALUE` strings."""
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run(
-            [os.path.join(build, "mixlab"), "--threads", str(threads), "train", "--task", "lm", "--mixer", "attention",
-             "--set", "d_model=64", "--set", "layers=2", "--set", "length=128", "--set", "batch=16", "--set",
-             "log_every=1", "--set", f"eval_every={steps + 1}", "--steps", str(steps), "--quiet", "--out", out],
-            check=True, capture_output=True, text=True)
+        cmd = [os.path.join(build, "mixlab"), "--threads", str(threads), "train"] + list(model) + [
+            "--set", "log_every=1", "--set", f"eval_every={steps + 1}", "--steps", str(steps), "--quiet", "--out", out]
+        for kv in extra:
+            cmd += ["--set", kv]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
         rates = []
         with open(os.path.join(out, "metrics.jsonl")) as f:
             for line in f:
@@ -69,13 +86,46 @@ def markdown(rows, train):
     return "\n".join(lines)
 
 
+STEP_SETTINGS = [("1 thread", 1, ()), ("2 threads, row_groups=1", 2, ("row_groups=1",)),
+                 ("2 threads, 2 row groups", 2, ("row_groups=2",))]
+
+
+def training_steps(build, steps, takes, models=STEP_MODELS, measure=train_tokens_per_s):
+    """[(label, [median tok/s per STEP_SETTINGS entry])]: every setting of a model in each take,
+    in turn, so that a drift of the machine's speed hits all of them alike."""
+    rows = []
+    for label, model in models:
+        rates = [[] for _ in STEP_SETTINGS]
+        for _ in range(takes):
+            for i, (_, threads, extra) in enumerate(STEP_SETTINGS):
+                rates[i].append(measure(build, threads, steps, model, extra))
+        rows.append((label, [statistics.median(r) for r in rates]))
+    return rows
+
+
+def steps_markdown(rows):
+    head = " | ".join(f"{name} tok/s" for name, _, _ in STEP_SETTINGS)
+    lines = [f"| training step | {head} | 2 threads / 1, row_groups=1 | 2 threads / 1, row groups |",
+             "|---|" + "--:|" * (len(STEP_SETTINGS) + 2)]
+    for label, r in rows:
+        cells = " | ".join(f"{x:,.0f}" for x in r)
+        lines.append(f"| {label} | {cells} | {r[1] / r[0]:.2f}x | {r[2] / r[0]:.2f}x |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--min-time", type=float, default=0.3)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--no-train", action="store_true", help="kernels only")
+    ap.add_argument("--training-steps", action="store_true",
+                    help="the training steps only, with and without row groups (see the top)")
+    ap.add_argument("--takes", type=int, default=3, help="--training-steps: interleaved takes")
     args = ap.parse_args()
+    if args.training_steps:
+        print(steps_markdown(training_steps(args.build, args.steps, args.takes)))
+        return 0
     one = kernel_times(args.build, 1, args.min_time)
     two = kernel_times(args.build, 2, args.min_time)
     train = None

@@ -3,7 +3,7 @@
 PyTorch (issue 38 item 2): the peer that mixlab's whole training step is measured against.
 
     /usr/bin/python3 bench/baselines/nanogpt_lm.py [--threads N] [--steps 40] [--warmup-steps 10]
-        [--data bytes|random] [--mixlab build/apps/mixlab/mixlab --takes 3]
+        [--data bytes|random] [--mixlab build/mixlab --takes 3] [--mixlab-variant row_groups=1]
 
 What it is: exactly the model mixlab's trainer builds at its defaults (src/model/model.cpp,
 src/attention/attention.cpp, src/train/trainer.cpp): byte tokens (V 256), d 64, 2 layers, 4 heads,
@@ -210,15 +210,18 @@ def train_rate(threads, steps, warmup_steps, data_kind, quiet=False):
     return steps * BATCH * T / seconds, last
 
 
-def mixlab_rate(binary, threads, steps, warmup_steps):
-    """tokens/s of `mixlab train --task lm` at the same settings: the windows after the first
-    `warmup_steps` steps (log_every = warmup_steps), from its metrics file."""
+def mixlab_rate(binary, threads, steps, warmup_steps, settings=()):
+    """tokens/s of `mixlab train --task lm` at the same settings (plus `settings`, config
+    KEY=VALUE strings): the windows after the first `warmup_steps` steps (log_every =
+    warmup_steps), from its metrics file."""
     with tempfile.TemporaryDirectory() as out:
         cmd = [binary, "train", "--task", "lm", "--mixer", "attention", "--threads", str(threads),
                "--steps", str(warmup_steps + steps), "--out", out,
                "--set", f"batch={BATCH}", "--set", f"length={T}", "--set", f"d_model={D_MODEL}",
                "--set", f"layers={LAYERS}", "--set", f"heads={HEADS}", "--set", f"log_every={warmup_steps}",
                "--set", "eval_tokens=512"]
+        for kv in settings:
+            cmd += ["--set", kv]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
         lines = [json.loads(s) for s in open(os.path.join(out, "metrics.jsonl"))]
     windows = [j for j in lines if "tokens_per_s" in j and j["step"] > warmup_steps]
@@ -238,11 +241,15 @@ def main():
     ap.add_argument("--data", choices=["bytes", "random"], default="bytes")
     ap.add_argument("--mixlab", default=None, help="the mixlab binary: time `mixlab train --task lm` beside it")
     ap.add_argument("--takes", type=int, default=1, help="interleaved takes per thread count")
+    ap.add_argument("--mixlab-variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                    help="also time mixlab with these config keys in every take (repeatable), "
+                         "e.g. row_groups=1 for the step without row groups")
     args = ap.parse_args()
     print(f"B {BATCH}, T {T}, d {D_MODEL}, {LAYERS} layers, {HEADS} heads, V {VOCAB}, data {args.data}, "
           f"torch {torch.__version__}")
     for threads in args.threads:
         rates, ours = [], []
+        variants = {v: [] for v in args.mixlab_variant}
         for take in range(args.takes):
             la = load()
             rate, loss = train_rate(threads, args.steps, args.warmup_steps, args.data, quiet=take > 0 or threads != args.threads[0])
@@ -253,11 +260,19 @@ def main():
                 m = mixlab_rate(args.mixlab, threads, args.steps, args.warmup_steps)
                 ours.append(m)
                 line += f"; mixlab {m:,.0f} tok/s (load {la2}); ratio {m / rate:.2f}x"
+                for v in args.mixlab_variant:
+                    mv = mixlab_rate(args.mixlab, threads, args.steps, args.warmup_steps, v.split(","))
+                    variants[v].append(mv)
+                    line += f"; mixlab [{v}] {mv:,.0f} tok/s, ratio {mv / rate:.2f}x"
             print(line, flush=True)
         summary = f"threads {threads}: nanoGPT-style median {statistics.median(rates):,.0f} tok/s"
         if ours:
             summary += (f", mixlab median {statistics.median(ours):,.0f} tok/s, "
                         f"ratio of medians {statistics.median(ours) / statistics.median(rates):.2f}x")
+        for v, rs in variants.items():
+            if rs:
+                summary += (f"; mixlab [{v}] median {statistics.median(rs):,.0f} tok/s, "
+                            f"ratio {statistics.median(rs) / statistics.median(rates):.2f}x")
         print(summary, flush=True)
 
 

@@ -1,6 +1,7 @@
 #include "mixlab/core/threads.h"
 
 #include <ATen/Parallel.h>
+#include <omp.h>
 
 #include <cstdlib>
 #include <string>
@@ -25,6 +26,17 @@ int threads_configure(int requested) {
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(n);
   return n;
+}
+
+ThisThreadIntraOpThreads::ThisThreadIntraOpThreads(int n) {
+  MIXLAB_CHECK(n >= 1, "ThisThreadIntraOpThreads: n must be >= 1, got {}", n);
+  at::internal::lazy_init_num_threads();
+  before_ = omp_get_max_threads();
+  if (before_ != n) omp_set_num_threads(n);
+}
+
+ThisThreadIntraOpThreads::~ThisThreadIntraOpThreads() {
+  if (omp_get_max_threads() != before_) omp_set_num_threads(before_);
 }
 
 }  // namespace mixlab

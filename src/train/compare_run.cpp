@@ -17,6 +17,7 @@
 #include "mixlab/core/blas_info.h"
 #include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/error.h"
+#include "mixlab/model/init_lock.h"
 #include "mixlab/registry/layer_specs.h"
 #include "mixlab/train/compare.h"
 #include "mixlab/train/trainer.h"
@@ -210,6 +211,9 @@ CompareReport compare_run(const CompareOptions& o) {
     if (lr > 0) ov["lr"] = lr;
     if (task == "lm" && lm_width.count(spec)) ov["d_model"] = lm_width.at(spec);
     TrainConfig c = compare_config(o.preset, task, spec, ov);
+    // Each run on one row group unless the user asks (--set row_groups=N): automatic groups
+    // follow the thread count, which --jobs changes, and the table must not depend on --jobs.
+    if (c.row_groups == 0) c.row_groups = 1;
     auto sweep = o.sweep_lengths.find(task);
     if (sweep != o.sweep_lengths.end()) {
       // The model must hold the longest swept sequence (length generalisation beyond training).
@@ -296,7 +300,7 @@ CompareReport compare_run(const CompareOptions& o) {
                      [&](int64_t a, int64_t b) { return planned[size_t(a)] > planned[size_t(b)]; });
   }
   const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(o.jobs, n_jobs));
-  std::mutex init_mutex, log_mutex;
+  std::mutex log_mutex;
   std::atomic<int64_t> next{0};
   std::exception_ptr bug;  // the first non-user error of any worker
   auto log = [&](const std::string& line) {
@@ -320,7 +324,7 @@ CompareReport compare_run(const CompareOptions& o) {
         c.seed += static_cast<uint64_t>(job.seed);
         std::unique_ptr<Trainer> trainer;
         {
-          std::lock_guard<std::mutex> lock(init_mutex);  // the global generator seeds the init
+          std::lock_guard<std::mutex> lock(model_init_mutex());  // the global generator seeds the init
           trainer = std::make_unique<Trainer>(c);
         }
         job.parameters = trainer->model().parameter_count();

@@ -79,7 +79,8 @@ const std::set<std::string>& known_keys() {
       "tokenizer",    "eval_tokens", "eval_stride", "max_len",    "curriculum_phases",
       "elements",     "corpus",      "tokens",      "schedule",   "decay_frac",
       "stop_at",      "data",        "eval_data",   "noise_frac", "noise_vocab",
-      "key_len",      "value_len",   "copy_tokens", "map_seed",   "min_length"};
+      "key_len",      "value_len",   "copy_tokens", "map_seed",   "min_length",
+      "row_groups"};
   return keys;
 }
 
@@ -93,9 +94,12 @@ const std::map<std::string, std::string>& task_only_keys() {
 
 // Keys that only change logging / evaluation cadence: they may differ on --resume.
 const std::set<std::string>& cadence_keys() {
-  // stop_at only decides where a run ends, never what a step computes.
-  static const std::set<std::string> keys = {"eval_batches",     "eval_batch",  "eval_every",  "log_every",
-                                             "checkpoint_every", "eval_tokens", "eval_stride", "stop_at"};
+  // stop_at only decides where a run ends, never what a step computes. row_groups changes only
+  // how a step's gradient is summed (its rounding, row_groups.h); its automatic value follows
+  // the thread count, which a resume on another machine may change too.
+  static const std::set<std::string> keys = {"eval_batches", "eval_batch",       "eval_every",
+                                             "log_every",    "checkpoint_every", "eval_tokens",
+                                             "eval_stride",  "stop_at",          "row_groups"};
   return keys;
 }
 
@@ -171,6 +175,13 @@ void config_validate(const TrainConfig& c, const std::string& origin) {
   MIXLAB_CHECK(c.beta2 >= 0 && c.beta2 < 1, "config {}: key 'beta2' must be in [0, 1), got {}", origin, c.beta2);
   MIXLAB_CHECK(c.grad_clip > 0 && c.grad_clip <= 1e30, "config {}: key 'grad_clip' must be in (0, 1e30], got {}",
                origin, c.grad_clip);
+  MIXLAB_CHECK(c.row_groups >= 0 && c.row_groups <= kMaxRowGroups,
+               "config {}: key 'row_groups' must be in [1, {}] (groups of a batch's rows, each run on a thread), "
+               "or 0 for one per intra-op thread, got {}",
+               origin, kMaxRowGroups, c.row_groups);
+  MIXLAB_CHECK(c.row_groups <= c.batch,
+               "config {}: key 'row_groups' = {} needs at least one row per group, but key 'batch' = {}", origin,
+               c.row_groups, c.batch);
   MIXLAB_CHECK(c.eval_batches >= 1, "config {}: key 'eval_batches' must be >= 1, got {}", origin, c.eval_batches);
   MIXLAB_CHECK(c.eval_batch >= 1, "config {}: key 'eval_batch' must be >= 1, got {}", origin, c.eval_batch);
   MIXLAB_CHECK(c.log_every >= 1, "config {}: key 'log_every' must be >= 1, got {}", origin, c.log_every);
@@ -283,6 +294,7 @@ TrainConfig config_from_json(const json& j, const std::string& origin) {
   c.beta1 = read_double(j, "beta1", c.beta1, origin);
   c.beta2 = read_double(j, "beta2", c.beta2, origin);
   c.grad_clip = read_double(j, "grad_clip", c.grad_clip, origin);
+  c.row_groups = read_int(j, "row_groups", c.row_groups, 0, origin);
   c.seed = read_uint64(j, "seed", 0, origin);
   c.eval_batches = read_int(j, "eval_batches", c.eval_batches, 1, origin);
   c.eval_batch = read_int(j, "eval_batch", 0, 0, origin);
@@ -376,7 +388,8 @@ json config_to_json(const TrainConfig& c) {
   j["beta1"] = c.beta1;
   j["beta2"] = c.beta2;
   j["grad_clip"] = c.grad_clip;
-  j["seed"] = c.seed;  // uint64: a seed of 2^64-1 round-trips
+  if (c.row_groups != 0) j["row_groups"] = c.row_groups;  // only when set: other configs read as before
+  j["seed"] = c.seed;                                     // uint64: a seed of 2^64-1 round-trips
   j["eval_batches"] = c.eval_batches;
   j["eval_batch"] = c.eval_batch;
   j["eval_every"] = c.eval_every;

@@ -3,6 +3,7 @@
 #include "mixlab/train/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,15 +13,18 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "mixlab/analysis/format.h"
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
+#include "mixlab/core/threads.h"
 #include "mixlab/dist/data_parallel.h"
 #include "mixlab/dist/gradient_reducer.h"
 #include "mixlab/train/lm_eval.h"
+#include "mixlab/train/row_groups.h"
 
 namespace mixlab {
 namespace {
@@ -157,9 +161,21 @@ void Trainer::set_data_parallel(DataParallel* dp, int64_t bucket_bytes) {
     for (auto& b : model_->buffers()) state.push_back(b);
     dp->broadcast(state);
   }
+  if (dp && dp->world_size() > 1)
+    MIXLAB_CHECK(config_.row_groups <= 1,
+                 "key 'row_groups' = {} cannot be combined with data parallel ({} processes): each process trains its "
+                 "rows on its own threads; leave it at 0 or 1",
+                 config_.row_groups, dp->world_size());
   dp_ = dp && dp->world_size() > 1 ? dp : nullptr;
+  row_groups_.reset();
   reducer_.reset();
   if (dp_) reducer_ = std::make_unique<GradientReducer>(*dp_, model_->parameters(), bucket_bytes);
+}
+
+int64_t Trainer::row_groups() const {
+  if (dp_) return 1;
+  const int64_t wanted = config_.row_groups > 0 ? config_.row_groups : static_cast<int64_t>(at::get_num_threads());
+  return std::clamp<int64_t>(wanted, 1, config_.batch);
 }
 
 BatchScore Trainer::train_step() {
@@ -176,8 +192,26 @@ BatchScore Trainer::train_step() {
     const int64_t rows = config_.batch / dp_->world_size();
     batch = batch_rows(batch, dp_->rank() * rows, rows);
   }
-  BatchScore s = batch_score(model_->forward(batch.tokens), batch, normalizer);
-  if (dp_) {
+  const int64_t groups = row_groups();
+  BatchScore s;
+  // With row groups every thread runs whole operations, this one included, to the step's end:
+  // a team of OpenMP threads forked for clipping or AdamW would spin on the cores the next
+  // step's groups run on.
+  std::optional<ThisThreadIntraOpThreads> whole_operations;
+  if (groups > 1) {
+    // The batch's rows on `groups` threads (row_groups.h): forward and backward run there, and
+    // the summed gradient lands in the model's parameters as one backward would have left it.
+    const int64_t threads = std::min<int64_t>(groups, at::get_num_threads());
+    if (!row_groups_ || row_groups_->groups() != groups || row_groups_->threads() != threads) {
+      row_groups_.reset();
+      row_groups_ = std::make_unique<RowGroups>(
+          model_, [this] { return std::make_shared<DecoderModel>(model_dims_for(config_), factory_); }, groups,
+          threads);
+    }
+    whole_operations.emplace(1);
+    s = row_groups_->forward_backward(batch);
+  } else if (dp_) {
+    s = batch_score(model_->forward(batch.tokens), batch, normalizer);
     // The step statistics are known before backward: their (tiny) sum runs while backward does,
     // first in the collective order, then the gradient buckets as their gradients arrive. Each
     // rank also puts, in its own slot, the wall-clock time its previous backward ended: the
@@ -213,6 +247,7 @@ BatchScore Trainer::train_step() {
     s.answer_tokens = static_cast<int64_t>(sums[2]);
     s.batch_tokens = static_cast<int64_t>(sums[3]);
   } else {
+    s = batch_score(model_->forward(batch.tokens), batch, normalizer);
     s.loss.backward();
   }
   const double loss = s.loss.item<double>();

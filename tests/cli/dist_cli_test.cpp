@@ -92,6 +92,7 @@ TEST(DistCli, BadLaunchesAreRejected) {
   expect_failure("--nproc 3", "key 'batch' = 8 must be divisible by --nproc 3");
   expect_failure("--master-port 29999", "--master-port goes with --nproc");
   expect_failure("--nproc 2 --master-port 70000", "--master-port must be an integer in [1, 65535]");
+  expect_failure("--nproc 2 --set row_groups=2", "key 'row_groups' = 2 cannot be combined with data parallel");
   const auto r =
       run_command("WORLD_SIZE=2 RANK=5 " + kBinary + " train " + kTiny + " --steps 2 --out " + dir + "/o 2>&1");
   EXPECT_NE(r.code, 0);

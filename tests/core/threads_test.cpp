@@ -49,6 +49,26 @@ TEST(Threads, ParallelForStaysSerialWithOneThread) {
   EXPECT_EQ(ids.size(), 1u);
 }
 
+// A scope of one intra-op thread on this thread only: at::parallel_for runs serially inside it,
+// the count comes back after it, and a thread started meanwhile gets the process-wide count.
+TEST(Threads, ThisThreadScopeChangesOnlyThisThread) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "this machine has 1 core";
+  ThreadCountGuard guard;
+  mixlab::threads_configure(2);
+  int other = 0;
+  {
+    mixlab::ThisThreadIntraOpThreads one(1);
+    EXPECT_EQ(at::get_num_threads(), 1);
+    std::set<std::thread::id> ids;
+    at::parallel_for(0, 64, 1, [&](int64_t, int64_t) { ids.insert(std::this_thread::get_id()); });
+    EXPECT_EQ(ids.size(), 1u);
+    std::thread([&] { other = at::get_num_threads(); }).join();
+  }
+  EXPECT_EQ(other, 2);
+  EXPECT_EQ(at::get_num_threads(), 2);
+  EXPECT_ANY_THROW(mixlab::ThisThreadIntraOpThreads(0));
+}
+
 // The kernels' own objects: a library compiled with -fopenmp that reaches `#pragma omp parallel`
 // calls GOMP_parallel. The resolvent op's at::parallel_for is the one every resolvent mixer uses.
 TEST(Threads, KernelLibrariesCallTheOpenMpRuntime) {

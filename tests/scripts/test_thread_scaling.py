@@ -28,6 +28,22 @@ class ThreadScalingTest(unittest.TestCase):
         self.assertIn("| BM_a | 4.000 | 2.000 | 2.00x |", lines)
         self.assertTrue(lines[-1].endswith("| 1.80x |"), lines[-1])
 
+    def test_training_steps_interleave_the_settings_and_take_medians(self):
+        calls = []
+
+        def fake(build, threads, steps, model, extra):
+            calls.append((model[0], threads, tuple(extra)))
+            return {1: 100.0, 2: 150.0}[threads] + (30.0 if extra == ("row_groups=2",) else 0.0) + len(calls)
+
+        rows = thread_scaling.training_steps("b", 10, 3, models=[("m", ["x"])], measure=fake)
+        # Each take runs every setting in turn.
+        self.assertEqual([c[1:] for c in calls[:3]],
+                         [(1, ()), (2, ("row_groups=1",)), (2, ("row_groups=2",))])
+        self.assertEqual(len(calls), 9)
+        self.assertEqual(rows, [("m", [100.0 + 4, 150.0 + 5, 180.0 + 6])])
+        text = thread_scaling.steps_markdown(rows)
+        self.assertIn("| m | 104 | 155 | 186 | 1.49x | 1.79x |", text.splitlines())
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -15,4 +15,20 @@ int threads_max();
 /// Returns the count in force. Throws mixlab::Error for a count outside [1, threads_max()].
 int threads_configure(int requested = 0);
 
+/// For its lifetime, `n` intra-op threads on the calling thread only, then the count before.
+/// OpenMP keeps the count per thread, and LibTorch sets a thread's count from its process-wide
+/// one at the thread's first parallel call, so that call is made first. Unlike
+/// at::set_num_threads, the process-wide count (the one new threads start with) is untouched.
+/// Used by a thread that runs whole operations beside others (mixlab/train/row_groups.h).
+class ThisThreadIntraOpThreads {
+ public:
+  explicit ThisThreadIntraOpThreads(int n);
+  ~ThisThreadIntraOpThreads();
+  ThisThreadIntraOpThreads(const ThisThreadIntraOpThreads&) = delete;
+  ThisThreadIntraOpThreads& operator=(const ThisThreadIntraOpThreads&) = delete;
+
+ private:
+  int before_;
+};
+
 }  // namespace mixlab

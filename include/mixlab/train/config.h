@@ -47,6 +47,13 @@
 //                        a list must fit `layers`)
 //   steps 300, batch 32, lr 3e-3, warmup 30, weight_decay 0.1, beta1 0.9, beta2 0.98,
 //   grad_clip 1.0, seed 0
+//   row_groups 0         a step's batch split by rows over this many threads, each running forward
+//                        and backward with one intra-op thread on a replica sharing the weights
+//                        (mixlab/train/row_groups.h); the gradient is the same up to rounding.
+//                        0 = one group per intra-op thread (--threads), at most batch; 1 = off
+//                        (every operation split over the threads instead). May differ on --resume.
+//                        compare runs 1 unless set (its table must not depend on --jobs); data
+//                        parallel runs 1 per process (an explicit value > 1 is an error there)
 //   schedule "cosine"    after the warmup: cosine | wsd (warmup-stable-decay) | constant
 //   decay_frac 0.2       wsd: fraction of the steps, at the end, over which lr decays to 0
 //   stop_at 0            early stop: at an eval_every evaluation whose validation accuracy (answer
@@ -93,6 +100,7 @@ struct TrainConfig {
   double beta1 = 0.9;
   double beta2 = 0.98;
   double grad_clip = 1.0;
+  int64_t row_groups = 0;  // the batch's rows on this many threads (row_groups.h); 0 = one per intra-op thread
   uint64_t seed = 0;
 
   int64_t eval_batches = 4;
@@ -104,6 +112,9 @@ struct TrainConfig {
   int64_t eval_stride = 0;  // lm; 0 = length / 2 (config_eval_stride)
   int64_t max_len = 0;      // 0 = task_sequence_length(task, task.length) (config_max_len)
 };
+
+/// The largest row_groups (one thread per group).
+constexpr int64_t kMaxRowGroups = 256;
 
 /// Largest max_len a config may ask for.
 constexpr int64_t kConfigMaxLen = int64_t{1} << 20;

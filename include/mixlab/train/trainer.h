@@ -65,6 +65,7 @@ namespace mixlab {
 
 class DataParallel;
 class GradientReducer;
+class RowGroups;
 
 struct EvalResult {
   double loss = 0;        // mean cross-entropy per answer token
@@ -154,6 +155,9 @@ class Trainer {
   /// One optimisation step on the batch of the current step; returns its score (with data
   /// parallel: the loss and counts of the whole global batch).
   BatchScore train_step();
+  /// The row groups a step splits its batch into (config key row_groups; 0 resolves to the
+  /// calling thread's intra-op thread count, at most batch; 1 with data parallel).
+  int64_t row_groups() const;
   /// Held-out evaluation over config.eval_batches batches of config.eval_batch rows, of the split
   /// the run reports (task_report_split: lm's valid stream, every other task's test split).
   EvalResult evaluate();
@@ -196,6 +200,7 @@ class Trainer {
   TrainLoopState loop_;  // saved in and restored from checkpoints with the weights
   DataParallel* dp_ = nullptr;
   std::unique_ptr<GradientReducer> reducer_;  // with dp_: the gradient all-reduce, overlapped with backward
+  std::unique_ptr<RowGroups> row_groups_;     // row_groups() > 1: the replicas and their threads
   struct DataParallelTiming {
     double exposed_seconds = 0;        // backward end -> reduced gradients, summed over steps
     double peer_wait_seconds = 0;      // of which waiting for a slower rank's backward
