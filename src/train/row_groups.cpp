@@ -83,9 +83,10 @@ RowGroups::RowGroups(std::shared_ptr<DecoderModel> model, const ModelFactory& ma
     std::vector<std::string> names, bnames;
     g->params = named_values(g->replica->named_parameters(true), names);
     g->buffers = named_values(g->replica->named_buffers(true), bnames);
-    MIXLAB_CHECK(names == param_names && bnames == buffer_names,
-                 "RowGroups: the replica's tensors are not the model's ({} parameters and {} buffers against {} and {})",
-                 names.size(), bnames.size(), param_names.size(), buffer_names.size());
+    MIXLAB_CHECK(
+        names == param_names && bnames == buffer_names,
+        "RowGroups: the replica's tensors are not the model's ({} parameters and {} buffers against {} and {})",
+        names.size(), bnames.size(), param_names.size(), buffer_names.size());
     for (size_t k = 0; k < params_.size(); ++k)
       MIXLAB_CHECK(g->params[k].sizes() == params_[k].sizes() && g->params[k].dtype() == params_[k].dtype(),
                    "RowGroups: the replica's parameter '{}' differs in shape or dtype", param_names[k]);

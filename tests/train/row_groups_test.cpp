@@ -193,7 +193,7 @@ TEST(RowGroups, ReplicaOfAnotherModelIsRefused) {
   StepSetup s = make_setup("attention");
   StepSetup other = make_setup("gla");
   expect_error_contains([&] { RowGroups rg(s.model, replica_maker(other), 2, 1); },
-                         "the replica's tensors are not the model's");
+                        "the replica's tensors are not the model's");
   expect_error_contains([&] { RowGroups rg(s.model, replica_maker(s), 1, 1); }, "groups must be in [2, 256]");
 }
 

@@ -14,6 +14,10 @@
 // on its own replica, and the sums run in group order, whichever thread ran which group and
 // however many threads there are (min(groups, the constructing thread's intra-op threads)).
 //
+// Memory: each group keeps its own gradients (groups x the parameters' bytes, e.g. 8 groups of a
+// GPT-2-vocabulary model at d 768: 1.2 GB), while the activations are the whole batch's, as
+// without groups. Set row_groups=1 where that matters.
+//
 // A replica is built by the caller's factory (the same dims and mixers as the model) holding
 // model_init_mutex and under a saved and restored global generator, so building one changes no
 // later random draw. Before every step each replica is checked to still alias the model's

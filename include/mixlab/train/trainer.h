@@ -11,6 +11,11 @@
 // pure function of (task, seed, s) (tasks.h). With one intra-op thread, N steps in one run and
 // N/2 steps + --resume + N/2 steps give bit-identical parameters (tested).
 //
+// Row groups (mixlab/train/row_groups.h, key row_groups; by default one per intra-op thread):
+// a step's batch is split by rows over threads, each running forward and backward on a replica
+// that shares the weights; the gradients are summed in group order. A run's bits then depend on
+// the group count, not on the thread count, and equal the one-group run to rounding (tested).
+//
 // Checkpoints: the file format is mixlab/train/checkpoint.h. A checkpoint whose parameters are
 // not all finite is never written (checkpoint_save throws; the previous file is kept).
 //
