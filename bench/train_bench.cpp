@@ -14,7 +14,10 @@
 // (mixlab/train/fused_adamw.h, clipping folded in: norm + fused); the whole step also beside
 // itself with RoPE's composed reference (ComposedRopeGuard). Run from the checkout (the lm
 // task reads data/brown and runs/cache). Not a Google Benchmark: the phases of one step share
-// state (the graph, the gradients) and are timed in sequence.
+// state (the graph, the gradients) and are timed in sequence. The phases run the batch as one
+// group (each operation split over --threads); Trainer::train_step runs the config's row groups
+// (mixlab/train/row_groups.h: by default one group per thread), so at --threads > 1 the whole
+// step is not the sum of the phases.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -177,9 +180,11 @@ int main(int argc, char** argv) {
     composed_rope.train_step();
     if (s >= warm) whole_composed.push_back(ms_since(t0));
   }
-  std::printf("%s, %s, B %lld, T %lld, %d thread(s), median of %lld steps after %lld\n", mixer.c_str(), task.c_str(),
-              static_cast<long long>(batch), static_cast<long long>(length), threads, static_cast<long long>(steps),
-              static_cast<long long>(warm));
+  std::printf(
+      "%s, %s, B %lld, T %lld, %d thread(s), median of %lld steps after %lld; the whole step in %lld row "
+      "group(s)\n",
+      mixer.c_str(), task.c_str(), static_cast<long long>(batch), static_cast<long long>(length), threads,
+      static_cast<long long>(steps), static_cast<long long>(warm), static_cast<long long>(trainer.row_groups()));
   double sum = 0;
   for (const char* k : order) {
     std::printf("  %-18s %8.3f ms\n", k, median(t[k]));
