@@ -181,14 +181,15 @@ BatchScore RowGroups::forward_backward(const Batch& batch) {
   for (auto& g : groups_)
     if (g->error) std::rethrow_exception(g->error);
 
-  // The gradients, summed in group order.
+  // The gradients, summed in group order into the first group's own tensor (no copy: a group
+  // drops its gradient at the start of its next step, run_group).
   for (size_t k = 0; k < params_.size(); ++k) {
     torch::Tensor sum;
     for (auto& g : groups_) {
       const torch::Tensor& grad = g->params[k].grad();
       if (!grad.defined()) continue;
       if (!sum.defined())
-        sum = grad.clone();
+        sum = grad;
       else
         sum.add_(grad);
     }
