@@ -7,7 +7,7 @@ Usage: /usr/bin/python3 bench/thread_scaling.py [--build build] [--min-time 0.3]
 Prints a markdown table: speedup = time at 1 thread / time at 2 threads (throughput ratio for the
 training step). Run it on an idle machine: two threads on two cores leave nothing for anyone else.
 
-       /usr/bin/python3 bench/thread_scaling.py --training-steps [--takes 3] [--steps 40]
+       /usr/bin/python3 bench/thread_scaling.py --training-steps [--takes 3] [--steps 40] [--models lm,pow2]
 The training steps only: the LM step above and the main job's recall model (d 64, 2 layers,
 T 64, batch 32) for several mixers, each at 1 thread, at 2 threads with every operation split
 over both (`row_groups=1`), and at 2 threads with the batch's rows in 2 groups (the default,
@@ -90,6 +90,15 @@ STEP_SETTINGS = [("1 thread", 1, ()), ("2 threads, row_groups=1", 2, ("row_group
                  ("2 threads, 2 row groups", 2, ("row_groups=2",))]
 
 
+def select_models(words, models=STEP_MODELS):
+    """The (label, args) of `models` whose label contains one of the comma-separated `words`
+    (all of them for an empty string)."""
+    wanted = [w.strip() for w in words.split(",") if w.strip()]
+    if not wanted:
+        return list(models)
+    return [(label, m) for label, m in models if any(w in label for w in wanted)]
+
+
 def training_steps(build, steps, takes, models=STEP_MODELS, measure=train_tokens_per_s):
     """[(label, [median tok/s per STEP_SETTINGS entry])]: every setting of a model in each take,
     in turn, so that a drift of the machine's speed hits all of them alike."""
@@ -122,9 +131,15 @@ def main():
     ap.add_argument("--training-steps", action="store_true",
                     help="the training steps only, with and without row groups (see the top)")
     ap.add_argument("--takes", type=int, default=3, help="--training-steps: interleaved takes")
+    ap.add_argument("--models", default="",
+                    help="--training-steps: only the models whose label contains one of these comma-separated "
+                         "words (e.g. 'lm,local:8,pow2')")
     args = ap.parse_args()
     if args.training_steps:
-        print(steps_markdown(training_steps(args.build, args.steps, args.takes)))
+        models = select_models(args.models)
+        if not models:
+            ap.error(f"--models {args.models!r} matches none of: " + "; ".join(label for label, _ in STEP_MODELS))
+        print(steps_markdown(training_steps(args.build, args.steps, args.takes, models)))
         return 0
     one = kernel_times(args.build, 1, args.min_time)
     two = kernel_times(args.build, 2, args.min_time)

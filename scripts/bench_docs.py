@@ -43,7 +43,8 @@ def generated_block(run_dir):
         f"({machine.get('seconds', '?')} s; 1-minute load {machine.get('load_before', '?')} before, "
         f"{machine.get('load_after', '?')} after; commit {str(machine.get('commit', '?'))[:10]}). "
         f"{machine.get('cpu', '?')} (kernels: {machine.get('isa', 'instruction set not recorded')}), "
-        f"{machine.get('cores', '?')} cores, BLAS {machine.get('blas', '?')}, "
+        f"{machine.get('cores', '?')} cores, BLAS {machine.get('blas', '?')}"
+        f"{' (' + machine['blas_kernels'] + ')' if machine.get('blas_kernels') else ''}, "
         f"LibTorch {machine.get('libtorch', '?')}. Google Benchmark cases: medians of 3 repetitions of "
         f"at least 0.2 s each (one repetition with --quick); baselines: medians of 5 rounds (3 with "
         f"--quick). Every baseline is timed in the same binary and run as what it is compared with.",

@@ -167,10 +167,7 @@ void run_train(const TrainArgs& a) {
     MIXLAB_CHECK(config.batch % nproc == 0,
                  "key 'batch' = {} must be divisible by --nproc {} (each process trains on batch / nproc rows)",
                  config.batch, nproc);
-    MIXLAB_CHECK(config.row_groups <= 1,
-                 "key 'row_groups' = {} cannot be combined with data parallel (--nproc {}): each process trains its "
-                 "rows on its own threads; leave it at 0 or 1",
-                 config.row_groups, nproc);
+    config_check_row_groups_for_processes(config, nproc);
     LaunchOptions lo;
     lo.nproc = nproc;
     lo.master_port = a.master_port.empty() ? 0 : parse_int(a.master_port, "--master-port", 1, 65535);
@@ -244,10 +241,9 @@ void run_train(const TrainArgs& a) {
     std::cerr << fmt::format("train: {} on {} ({} parameters), {} steps{}{}{}, output in {}\n", config.mixer,
                              config.task.name, trainer.model().parameter_count(), config.steps,
                              dp ? fmt::format(", {} processes", env.world_size) : std::string(),
-                             trainer.row_groups() > 1
-                                 ? fmt::format(", batch rows in {} groups on {} threads", trainer.row_groups(),
-                                               std::min<int64_t>(trainer.row_groups(), at::get_num_threads()))
-                                 : std::string(),
+                             trainer.row_groups() > 1 ? fmt::format(", batch rows in {} groups on {} threads",
+                                                                    trainer.row_groups(), trainer.row_group_threads())
+                                                      : std::string(),
                              init ? fmt::format(", weights from {} (step {})", init->path, init->step) : "", out);
   }
   const TrainResult r = resume ? trainer.run(o, *resume) : trainer.run(o);

@@ -472,4 +472,11 @@ double config_lr_at(const TrainConfig& c, int64_t step) {
   return c.lr * 0.5 * (1.0 + std::cos(M_PI * progress));
 }
 
+void config_check_row_groups_for_processes(const TrainConfig& config, int64_t processes) {
+  MIXLAB_CHECK(processes <= 1 || config.row_groups <= 1,
+               "key 'row_groups' = {} cannot be combined with data parallel ({} processes): each process trains its "
+               "rows on its own threads; leave it at 0 or 1",
+               config.row_groups, processes);
+}
+
 }  // namespace mixlab

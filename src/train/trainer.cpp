@@ -161,11 +161,7 @@ void Trainer::set_data_parallel(DataParallel* dp, int64_t bucket_bytes) {
     for (auto& b : model_->buffers()) state.push_back(b);
     dp->broadcast(state);
   }
-  if (dp && dp->world_size() > 1)
-    MIXLAB_CHECK(config_.row_groups <= 1,
-                 "key 'row_groups' = {} cannot be combined with data parallel ({} processes): each process trains its "
-                 "rows on its own threads; leave it at 0 or 1",
-                 config_.row_groups, dp->world_size());
+  if (dp) config_check_row_groups_for_processes(config_, dp->world_size());
   dp_ = dp && dp->world_size() > 1 ? dp : nullptr;
   row_groups_.reset();
   reducer_.reset();
@@ -177,6 +173,8 @@ int64_t Trainer::row_groups() const {
   const int64_t wanted = config_.row_groups > 0 ? config_.row_groups : static_cast<int64_t>(at::get_num_threads());
   return std::clamp<int64_t>(wanted, 1, config_.batch);
 }
+
+int64_t Trainer::row_group_threads() const { return std::min<int64_t>(row_groups(), at::get_num_threads()); }
 
 BatchScore Trainer::train_step() {
   model_->train();
@@ -201,7 +199,7 @@ BatchScore Trainer::train_step() {
   if (groups > 1) {
     // The batch's rows on `groups` threads (row_groups.h): forward and backward run there, and
     // the summed gradient lands in the model's parameters as one backward would have left it.
-    const int64_t threads = std::min<int64_t>(groups, at::get_num_threads());
+    const int64_t threads = row_group_threads();
     if (!row_groups_ || row_groups_->groups() != groups || row_groups_->threads() != threads) {
       row_groups_.reset();
       row_groups_ = std::make_unique<RowGroups>(

@@ -50,11 +50,24 @@ class BenchDocsTest(unittest.TestCase):
         self.assertIn("### bench_x", text)  # one level below the section holding the markers
         self.assertIn("| BM_A | 1 ms |", text)
         self.assertIn("commit abcdef0123)", text)
+        self.assertIn("BLAS b, LibTorch", text)  # no kernel name recorded: none printed
         self.assertNotIn("# mixlab benchmarks", text)
         # Twice in a row: the same result (the block is replaced, not appended).
         self.assertEqual(self.run_script(self.run_dir, self.doc).returncode, 0)
         self.assertEqual(open(self.doc).read(), text)
         self.assertFalse(os.path.exists(self.doc + ".tmp"))
+
+    def test_names_the_blas_kernels_when_recorded(self):
+        path = os.path.join(self.run_dir, "machine.json")
+        machine = json.load(open(path))
+        machine["blas_kernels"] = "OpenBLAS 0.3.21, Haswell kernels (forced by OPENBLAS_CORETYPE)"
+        with open(path, "w") as f:
+            json.dump(machine, f)
+        self.write_doc(f"{BEGIN}\n{END}\n")
+        r = self.run_script(self.run_dir, self.doc)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("BLAS b (OpenBLAS 0.3.21, Haswell kernels (forced by OPENBLAS_CORETYPE)), LibTorch",
+                      open(self.doc).read())
 
     def test_missing_markers_leave_the_document_untouched(self):
         for body in ("no markers at all\n", f"{END}\n{BEGIN}\n", f"{BEGIN}\n{BEGIN}\n{END}\n"):

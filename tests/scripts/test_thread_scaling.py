@@ -44,6 +44,12 @@ class ThreadScalingTest(unittest.TestCase):
         text = thread_scaling.steps_markdown(rows)
         self.assertIn("| m | 104 | 155 | 186 | 1.49x | 1.79x |", text.splitlines())
 
+    def test_select_models_matches_words_in_labels(self):
+        labels = [label for label, _ in thread_scaling.select_models("lm, local:8")]
+        self.assertEqual(labels, ["lm attention d64 L2 T128 B16", "recall local:8 d64 L2 T64 B32"])
+        self.assertEqual(len(thread_scaling.select_models("")), len(thread_scaling.STEP_MODELS))
+        self.assertEqual(thread_scaling.select_models("no-such-mixer"), [])
+
 
 if __name__ == "__main__":
     unittest.main()

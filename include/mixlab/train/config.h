@@ -116,6 +116,11 @@ struct TrainConfig {
 /// The largest row_groups (one thread per group).
 constexpr int64_t kMaxRowGroups = 256;
 
+/// Throws when `config` asks for row groups (row_groups > 1) in a data-parallel run of
+/// `processes` > 1: each process trains its rows on its own threads. The launcher checks it before
+/// starting processes, the trainer again when it joins one, with the same message.
+void config_check_row_groups_for_processes(const TrainConfig& config, int64_t processes);
+
 /// Largest max_len a config may ask for.
 constexpr int64_t kConfigMaxLen = int64_t{1} << 20;
 

@@ -163,6 +163,8 @@ class Trainer {
   /// The row groups a step splits its batch into (config key row_groups; 0 resolves to the
   /// calling thread's intra-op thread count, at most batch; 1 with data parallel).
   int64_t row_groups() const;
+  /// The threads those groups run on: min(row_groups(), the calling thread's intra-op threads).
+  int64_t row_group_threads() const;
   /// Held-out evaluation over config.eval_batches batches of config.eval_batch rows, of the split
   /// the run reports (task_report_split: lm's valid stream, every other task's test split).
   EvalResult evaluate();
