@@ -19,6 +19,7 @@
 
 #include "mixlab/analysis/line_chart.h"
 #include "mixlab/brl/brl_mixer.h"
+#include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/error.h"
 
 namespace {
@@ -189,6 +190,11 @@ BENCHMARK(BM_Inference)
 BENCHMARK(BM_DecodeAt)->ArgsProduct({{1, 2}, {1024, 16384}})->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 
 int main(int argc, char** argv) {
+  // As the CLI runs (apps/mixlab/main.cpp): large blocks reused and glibc's small blocks kept, not
+  // page-faulted in every call. Without it, faults were half of local:64's forward+backward at
+  // T 4096 on the Zen 5 VM (32 against 15 ms; docs/log/benchmarks-2026-11.md, "The whole suite
+  // regenerated twice").
+  mixlab::install_cpu_block_cache();
   std::string plot_prefix, from;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
