@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/threads.h"
 #include "mixlab/registry/registry.h"
 
@@ -86,6 +87,9 @@ int main(int argc, char** argv) {
     }
   }
   mixlab::threads_configure(1);  // one core: the machine is shared
+  // As the CLI runs (large freed tensors are reused, not page-faulted in again).
+  const bool block_cache = mixlab::install_cpu_block_cache();
+  std::fprintf(stderr, "cpu_block_cache %s\n", block_cache ? "on" : "off");
   mixlab::MixerDims dims;
   dims.d_model = d;
   dims.n_heads = heads;

@@ -8,10 +8,16 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 
+#include "mixlab/dist/data_parallel.h"
+#include "mixlab/dist/launch.h"
 #include "mixlab/registry/layer_specs.h"
 #include "mixlab/train/trainer.h"
+#include "support/ranks.h"
 #include "train_test_util.h"
 
 namespace mixlab {
@@ -195,6 +201,33 @@ TEST(RowGroups, ReplicaOfAnotherModelIsRefused) {
   expect_error_contains([&] { RowGroups rg(s.model, replica_maker(other), 2, 1); },
                         "the replica's tensors are not the model's");
   expect_error_contains([&] { RowGroups rg(s.model, replica_maker(s), 1, 1); }, "groups must be in [2, 256]");
+}
+
+// The trainer's own check, for programs that call set_data_parallel without the launcher (which
+// refuses the same key earlier, tests/cli/dist_cli_test.cpp): two ranks as threads.
+TEST(RowGroups, TrainerUnderDataParallelRefusesGroupsAndKeepsOne) {
+  at::set_num_threads(2);
+  const int64_t port = mixlab::free_local_port();
+  std::mutex building;  // the ranks' Trainers seed and draw from the one global generator
+  mixlab::testing::on_ranks(2, [&](int64_t rank) {
+    mixlab::DataParallel dp(mixlab::testing::env_for(rank, 2, port), std::chrono::seconds(30));
+    TrainConfig c = small_config("attention");
+    c.batch = 8;  // divisible by the 2 processes
+    c.row_groups = 2;
+    std::unique_ptr<Trainer> grouped, automatic;
+    {
+      std::lock_guard<std::mutex> lock(building);
+      grouped = std::make_unique<Trainer>(c);
+      c.row_groups = 0;
+      automatic = std::make_unique<Trainer>(c);
+    }
+    expect_error_contains([&] { grouped->set_data_parallel(&dp); },
+                          {"key 'row_groups' = 2", "data parallel (2 processes)", "leave it at 0 or 1"});
+    EXPECT_EQ(automatic->row_groups(), 2);  // alone: one group per intra-op thread
+    automatic->set_data_parallel(&dp);
+    EXPECT_EQ(automatic->row_groups(), 1);  // each process trains its rows on its own threads
+  });
+  at::set_num_threads(1);
 }
 
 TEST(RowGroups, TrainerResolvesTheKeyAndResumesBitExact) {
