@@ -17,11 +17,9 @@
 #include <cmath>
 #include <optional>
 
+#include "bench_setup.h"
 #include "mixlab/attention/attention.h"
 #include "mixlab/attention/causal_attention.h"
-#include "mixlab/core/blas_info.h"
-#include "mixlab/core/cpu_block_cache.h"
-#include "mixlab/core/threads.h"
 
 namespace {
 
@@ -92,18 +90,9 @@ void BM_SmallHeads(benchmark::State& state) {
 }
 BENCHMARK(BM_SmallHeads)->ArgsProduct({{0, 8}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-const bool kBlockCache = mixlab::install_cpu_block_cache();
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = mixlab::threads_configure();  // explicit: $MIXLAB_THREADS or all cores
-  benchmark::AddCustomContext("torch_threads", std::to_string(threads));
-  benchmark::AddCustomContext("cpu_block_cache", kBlockCache ? "on" : "off");
-  benchmark::AddCustomContext("blas", mixlab::blas_summary());  // the library and its kernels
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  mixlab::bench::bench_setup(mixlab::bench::BenchThreads::kEnvOrAllCores);
+  return mixlab::bench::run_benchmarks(argc, argv);
 }

@@ -17,9 +17,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "bench_setup.h"
 #include "mixlab/analysis/line_chart.h"
 #include "mixlab/brl/brl_mixer.h"
-#include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/error.h"
 
 namespace {
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
   // page-faulted in every call. Without it, faults were half of local:64's forward+backward at
   // T 4096 on the Zen 5 VM (32 against 15 ms; docs/log/benchmarks-2026-11.md, "The whole suite
   // regenerated twice").
-  mixlab::install_cpu_block_cache();
+  mixlab::bench::bench_setup(mixlab::bench::BenchThreads::kLibTorchDefault);
   std::string plot_prefix, from;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <random>
 
-#include "mixlab/core/cpu_block_cache.h"
+#include "bench_setup.h"
 #include "mixlab/data/corpus.h"
 #include "mixlab/data/gpt2_bpe.h"
 #include "mixlab/data/lm_dataset.h"
@@ -89,12 +89,7 @@ BENCHMARK_CAPTURE(train_batch, token_bin, true)->Unit(benchmark::kMicrosecond);
 }  // namespace
 
 int main(int argc, char** argv) {
-  // As the CLI runs: the batches' tensors then come from the same allocator as in training.
-  const bool block_cache = mixlab::install_cpu_block_cache();
-  benchmark::AddCustomContext("cpu_block_cache", block_cache ? "on" : "off");
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  // The batches' tensors then come from the same allocator as in training.
+  mixlab::bench::bench_setup(mixlab::bench::BenchThreads::kLibTorchDefault);
+  return mixlab::bench::run_benchmarks(argc, argv);
 }

@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_setup.h"
 #include "mixlab/analysis/line_chart.h"
-#include "mixlab/core/cpu_block_cache.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/threads.h"
 #include "mixlab/model/model.h"
@@ -202,11 +202,9 @@ int main(int argc, char** argv) {
       rest.push_back(argv[i]);
     }
   }
-  mixlab::threads_configure(1);
-  // As the CLI runs: without it, every state tensor over glibc's mmap threshold is page-faulted in
-  // again after each free (bench_brl's local:64 rows at T >= 4096 measured exactly that).
-  const bool block_cache = mixlab::install_cpu_block_cache();
-  benchmark::AddCustomContext("cpu_block_cache", block_cache ? "on" : "off");
+  // One token at a time on one core; without the block cache attention's growing key/value cache
+  // was page-faulted in again at each growth (up to 1.6x on this bench's attention rows).
+  mixlab::bench::bench_setup(mixlab::bench::BenchThreads::kOne);
   const int64_t max_len = max_context + 4096;  // room for the timed iterations
   std::vector<std::string> names;              // registration order: mixers, then context, then path
   std::map<std::string, Measured> points;

@@ -19,10 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_setup.h"
 #include "kernels/kernel_table.h"
-#include "mixlab/core/blas_info.h"
-#include "mixlab/core/cpu_block_cache.h"
-#include "mixlab/core/threads.h"
 
 namespace {
 
@@ -107,11 +105,7 @@ void print_table(const std::vector<Pair>& pairs, const CollectingReporter& repor
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool block_cache = mixlab::install_cpu_block_cache();
-  const int threads = mixlab::threads_configure();  // $MIXLAB_THREADS or all cores
-  benchmark::AddCustomContext("torch_threads", std::to_string(threads));
-  benchmark::AddCustomContext("cpu_block_cache", block_cache ? "on" : "off");
-  benchmark::AddCustomContext("blas", mixlab::blas_summary());  // the library and its kernels
+  const int threads = mixlab::bench::bench_setup(mixlab::bench::BenchThreads::kEnvOrAllCores).threads;
   std::vector<Pair> pairs;
   for (const KernelCase& row : mixlab::testing::kernel_table()) {
     for (const Shape& shape : row.bench_shapes) {

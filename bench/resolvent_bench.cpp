@@ -34,8 +34,7 @@
 #include <optional>
 #include <vector>
 
-#include "mixlab/core/cpu_block_cache.h"
-#include "mixlab/core/threads.h"
+#include "bench_setup.h"
 #include "mixlab/resolvent/pattern_attention.h"
 #include "mixlab/resolvent/resolvent.h"
 #include "mixlab/resolvent/resolvent_mixer.h"
@@ -371,12 +370,11 @@ int register_all() {
   return 0;
 }
 
-const int kRegistered = register_all();
-// As the CLI: large tensors reuse freed blocks (MIXLAB_CPU_CACHE_MB=0 times LibTorch's allocator).
-const bool kBlockCache = mixlab::install_cpu_block_cache();
-// LibTorch's default thread count (1 here) unless MIXLAB_THREADS names one.
-const int kThreads = std::getenv("MIXLAB_THREADS") ? mixlab::threads_configure() : at::get_num_threads();
-
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // $MIXLAB_THREADS when set (scripts/bench.sh sets 2), else LibTorch's default (1 here).
+  mixlab::bench::bench_setup(mixlab::bench::BenchThreads::kEnvOrLibTorchDefault);
+  register_all();
+  return mixlab::bench::run_benchmarks(argc, argv);
+}

@@ -18,10 +18,8 @@
 #include <vector>
 
 #include "../src/scan/affine_fused_kernels.h"
-#include "mixlab/core/blas_info.h"
-#include "mixlab/core/cpu_block_cache.h"
+#include "bench_setup.h"
 #include "mixlab/core/cpu_isa.h"
-#include "mixlab/core/threads.h"
 #include "mixlab/scan/affine_mixer.h"
 
 namespace {
@@ -276,14 +274,10 @@ BENCHMARK(BM_SoftmaxAttentionDecode)->Arg(4096)->Unit(benchmark::kMicrosecond)->
 }  // namespace
 
 int main(int argc, char** argv) {
-  // As the CLI runs (apps/mixlab/main.cpp): without the block cache every call's fresh (B,H,T,D)
-  // tensors are page-faulted in again, which at 1 thread was over half of the per-key gate's
-  // forward row at T 4096 (4.1 against 1.9 ms with a scalar gate, 2026-11-29).
-  const bool block_cache = mixlab::install_cpu_block_cache();
-  const int threads = mixlab::threads_configure();
-  benchmark::AddCustomContext("mixlab_threads", std::to_string(threads));
-  benchmark::AddCustomContext("cpu_block_cache", block_cache ? "on" : "off");
-  benchmark::AddCustomContext("blas", mixlab::blas_summary());  // the library and its kernels
+  // The block cache matters here: without it every call's fresh (B,H,T,D) tensors are
+  // page-faulted in again, which at 1 thread was over half of the per-key gate's forward row at
+  // T 4096 (4.1 against 1.9 ms with a scalar gate, 2026-11-29).
+  mixlab::bench::bench_setup(mixlab::bench::BenchThreads::kEnvOrAllCores);
   // MIXLAB_SCAN_PROFILE=<member index>: write a chrome trace of one chunked forward at T = 4096
   // to scan_profile.trace (op-level breakdown) instead of benchmarking.
   if (const char* m = std::getenv("MIXLAB_SCAN_PROFILE")) {
@@ -295,9 +289,5 @@ int main(int argc, char** argv) {
     layer->forward(x);
     return 0;
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return mixlab::bench::run_benchmarks(argc, argv);
 }

@@ -13,8 +13,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "mixlab/core/blas_info.h"
-#include "mixlab/core/cpu_block_cache.h"
+#include "bench_setup.h"
 #include "mixlab/resolvent/resolvent.h"
 #include "mixlab/scan/selective_scan.h"
 
@@ -106,15 +105,7 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // As the CLI runs (apps/mixlab/main.cpp): large blocks reused, not page-faulted in every call.
-  const bool block_cache = mixlab::install_cpu_block_cache();
-  benchmark::AddCustomContext("cpu_block_cache", block_cache ? "on" : "off");
-  benchmark::AddCustomContext("blas", mixlab::blas_summary());  // the library and its kernels
-  at::set_num_threads(1);
+  mixlab::bench::bench_setup(mixlab::bench::BenchThreads::kOne);
   register_all();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return mixlab::bench::run_benchmarks(argc, argv);
 }

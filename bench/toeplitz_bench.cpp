@@ -12,9 +12,7 @@
 #include <cmath>
 #include <optional>
 
-#include "mixlab/core/blas_info.h"
-#include "mixlab/core/cpu_block_cache.h"
-#include "mixlab/core/threads.h"
+#include "bench_setup.h"
 #include "mixlab/toeplitz/toeplitz.h"
 #include "mixlab/toeplitz/toeplitz_mixer.h"
 
@@ -90,8 +88,6 @@ void BM_MixerDecode(benchmark::State& state) {
   state.counters["state_MiB"] = static_cast<double>(st->bytes()) / (1 << 20);
 }
 
-const bool kBlockCache = mixlab::install_cpu_block_cache();
-
 }  // namespace
 
 BENCHMARK(BM_FftForward)->RangeMultiplier(2)->Range(32, 16384)->Unit(benchmark::kMillisecond);
@@ -105,13 +101,6 @@ BENCHMARK(BM_AttentionForward)->RangeMultiplier(2)->Range(128, 8192)->Unit(bench
 BENCHMARK(BM_MixerDecode)->RangeMultiplier(4)->Range(128, 16384)->Iterations(256)->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
-  const int threads = mixlab::threads_configure();  // explicit: $MIXLAB_THREADS or all cores
-  benchmark::AddCustomContext("torch_threads", std::to_string(threads));
-  benchmark::AddCustomContext("cpu_block_cache", kBlockCache ? "on" : "off");
-  benchmark::AddCustomContext("blas", mixlab::blas_summary());  // the library and its kernels
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  mixlab::bench::bench_setup(mixlab::bench::BenchThreads::kEnvOrAllCores);
+  return mixlab::bench::run_benchmarks(argc, argv);
 }

@@ -164,14 +164,19 @@ isa=$(sed -n 's/.*(native kernels: \([a-z0-9]*\)).*/\1/p' <<<"$version_line")
 blas_kernels=$(sed -n 's/.*), BLAS: \(.*\)$/\1/p' <<<"$version_line")
 /usr/bin/python3 - "$out" "$load_before" "$(load_now)" "$seconds" "$quick" "$blas" "$torch_version" \
   "$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)" "${isa:-unknown}" "${blas_kernels:-unknown}" <<'PY'
-import glob, json, os, platform, sys
+import glob, json, os, platform, re, sys
 out, load_before, load_after, seconds, quick, blas, torch_version, commit, isa, blas_kernels = sys.argv[1:11]
 cpu = "unknown"
-try:  # LibTorch's default intra-op thread count, as the binaries that do not set one get it
-    import torch
-    torch_threads = torch.get_num_threads()
-except ImportError:
-    torch_threads = "unknown"
+# The threads each binary ran with, as it recorded them (bench/bench_setup.h): the Google Benchmark
+# binaries in their JSON context, bench_psm_decode on its table's first line. Read back, not
+# written here by hand: a hand-written table said bench_resolvent ran at 1 thread when it ran at 2.
+threads = {}
+for path in sorted(glob.glob(os.path.join(out, "bench_*.json"))):
+    context = json.load(open(path)).get("context", {})
+    threads[os.path.basename(path)[:-5]] = int(context["threads"]) if "threads" in context else "unknown"
+if os.path.exists(os.path.join(out, "bench_psm_decode.md")):
+    first = re.match(r"Threads (\d+)", open(os.path.join(out, "bench_psm_decode.md")).read())
+    threads["bench_psm_decode"] = int(first.group(1)) if first else "unknown"
 for line in open("/proc/cpuinfo"):
     if line.startswith("model name"):
         cpu = line.split(":", 1)[1].strip()
@@ -180,12 +185,7 @@ machine = {
     "cpu": cpu, "isa": isa, "cores": os.cpu_count(), "blas": blas, "blas_kernels": blas_kernels,
     "libtorch": torch_version,
     "kernel": platform.release(), "commit": commit, "quick": quick == "1",
-    # Each binary sets its own intra-op threads: bench_scan, bench_toeplitz and bench_attention read
-    # MIXLAB_THREADS, bench_decode and bench_psm_decode use 1, the others LibTorch's default.
-    "threads": {"MIXLAB_THREADS (bench_scan, bench_toeplitz, bench_attention)": int(os.environ.get("MIXLAB_THREADS", "2")),
-                "bench_decode, bench_psm_decode": 1,
-                "bench_resolvent, bench_selective_scan, bench_brl, bench_data (LibTorch default)":
-                    torch_threads},
+    "threads": threads,
     "load_before": float(load_before), "load_after": float(load_after), "seconds": int(seconds),
 }
 with open(os.path.join(out, "machine.json"), "w") as f:
@@ -196,7 +196,9 @@ skip = {"iterations", "real_time", "cpu_time", "time_unit", "name", "run_name", 
 lines = [f"# mixlab benchmarks ({'quick' if machine['quick'] else 'full'} run)", "",
          f"{cpu} (kernels: {isa}), {machine['cores']} cores, BLAS {blas} ({blas_kernels}), LibTorch {torch_version}, "
          f"commit {commit[:10]}, load {load_before} before / {load_after} after, {seconds} s.", "",
-         "Threads: " + "; ".join(f"{k}: {v}" for k, v in machine["threads"].items()) + ".", ""]
+         "Threads: " + "; ".join(
+             ", ".join(b for b in threads if threads[b] == n) + f": {n}"
+             for n in sorted(set(threads.values()), key=str)) + ".", ""]
 for path in sorted(glob.glob(os.path.join(out, "*.json"))):
     name = os.path.basename(path)[:-5]
     if name in ("machine", "baselines"):  # baselines.md is the table of baselines.json
