@@ -190,10 +190,8 @@ BENCHMARK(BM_Inference)
 BENCHMARK(BM_DecodeAt)->ArgsProduct({{1, 2}, {1024, 16384}})->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 
 int main(int argc, char** argv) {
-  // As the CLI runs (apps/mixlab/main.cpp): large blocks reused and glibc's small blocks kept, not
-  // page-faulted in every call. Without it, faults were half of local:64's forward+backward at
-  // T 4096 on the Zen 5 VM (32 against 15 ms; docs/log/benchmarks-2026-11.md, "The whole suite
-  // regenerated twice").
+  // Without the block cache, faults were half of local:64's forward+backward at T 4096 (32 against
+  // 15 ms on the Zen 5 VM; bench_setup.h says why every binary installs it).
   mixlab::bench::bench_setup(mixlab::bench::BenchThreads::kLibTorchDefault);
   std::string plot_prefix, from;
   std::vector<char*> rest;

@@ -35,7 +35,6 @@
 #include "bench_setup.h"
 #include "mixlab/analysis/line_chart.h"
 #include "mixlab/core/error.h"
-#include "mixlab/core/threads.h"
 #include "mixlab/model/model.h"
 #include "mixlab/registry/registry.h"
 
