@@ -214,6 +214,44 @@ std::string sparkline_text(const CompareReport& rep) {
   return out;
 }
 
+// Runs that trained their whole plan without leaving their first plateau: held-out accuracy
+// within kPlateauRise of its first evaluation, and under kPlateauCeiling at the end. On MQAR-style
+// tasks such a plateau can break late, at a step that moves with the seed and the last bits of
+// rounding (docs/log/results-2026-11.md: on the main job's recall at lr 1e-3, pow2+cache leaves
+// it at steps 4250 and 2750 with seeds 1 and 2 and not by step 5000 with seed 0), so a cell at
+// chance after a short plan says "not within these steps", not "cannot". Named per task: mixer
+// (steps; k of n seeds when not all).
+constexpr double kPlateauRise = 0.05, kPlateauCeiling = 0.5;
+
+std::string plateau_text(const CompareReport& rep) {
+  std::string out;
+  for (const auto& task : rep.tasks) {
+    if (task == "lm") continue;
+    std::vector<std::string> names;
+    for (const auto& r : rep.rows) {
+      if (!r.ran || !r.eval_curves.count(task) || !r.steps_planned.count(task)) continue;
+      const auto& curves = r.eval_curves.at(task);
+      const auto& trained = r.steps_trained.at(task);
+      size_t flat = 0;
+      for (size_t s = 0; s < curves.size(); ++s) {
+        const auto& v = curves[s].value;
+        if (v.size() < 2 || s >= trained.size() || trained[s] != r.steps_planned.at(task)) continue;
+        if (*std::max_element(v.begin(), v.end()) - v.front() < kPlateauRise && v.back() < kPlateauCeiling) ++flat;
+      }
+      if (flat == 0) continue;
+      names.push_back(fmt::format("{} ({} steps{})", r.mixer, r.steps_planned.at(task),
+                                  flat == curves.size() ? "" : fmt::format("; {} of {} seeds", flat, curves.size())));
+    }
+    if (!names.empty()) out += fmt::format("  {}: {}\n", task, fmt::join(names, ", "));
+  }
+  if (out.empty()) return out;
+  return fmt::format(
+      "\nOn their first plateau for the whole plan (held-out accuracy within {:.0f} points of the first evaluation, "
+      "under {:.0f} %):\n{}A plateau is not a limit: where it breaks can move with the seed and with rounding "
+      "(docs/RESULTS.md);\nmore steps (--steps) or seeds (--seeds) show whether it does.\n",
+      100 * kPlateauRise, 100 * kPlateauCeiling, out);
+}
+
 }  // namespace
 
 std::string compare_table_text(const CompareReport& rep) {
@@ -329,6 +367,7 @@ std::string compare_table_text(const CompareReport& rep) {
         "stop_at; a preset may plan fewer steps for a mixer whose result is settled (compare_presets.cpp says why).\n";
   out += sweep_table_text(rep);
   out += sparkline_text(rep);
+  out += plateau_text(rep);
   return out;
 }
 

@@ -97,6 +97,50 @@ TEST(TrainCompare, TableNamesTheWidthOfEachTaskWhenTheyDiffer) {
   EXPECT_EQ(compare_table_text(rep).find("Model width"), std::string::npos);
 }
 
+// A run that trained its whole plan on its first plateau is named under the table with its steps
+// (and how many seeds, when not all); a run that left the plateau, one stopped early by stop_at,
+// one high from its first evaluation, and lm, are not.
+TEST(TrainCompare, TableNamesRunsThatStayedOnTheirFirstPlateau) {
+  CompareReport rep;
+  rep.preset = "default";
+  rep.tasks = {"recall", "lm"};
+  auto row = [&](const std::string& mixer, int64_t planned, std::vector<int64_t> trained,
+                 std::vector<std::vector<double>> curves) {
+    CompareRow r;
+    r.mixer = mixer;
+    r.ran = true;
+    r.steps_planned["recall"] = planned;
+    r.steps_trained["recall"] = trained;
+    for (auto& v : curves) {
+      MetricCurve c;
+      for (size_t i = 0; i < v.size(); ++i) c.step.push_back(static_cast<int64_t>(i + 1) * 250);
+      c.value = v;
+      r.eval_curves["recall"].push_back(c);
+      r.token_acc_seeds["recall"].push_back(v.back());
+    }
+    r.eval_curves["lm"] = {MetricCurve{{250, 500}, {30.0, 30.0}}};
+    r.ppl_seeds["lm"] = {30.0};
+    r.bpb_seeds["lm"] = {2.0};
+    rep.rows.push_back(r);
+  };
+  row("flat", 5000, {5000}, {{0.12, 0.13, 0.125, 0.128}});
+  row("flat_one_seed", 5000, {5000, 5000}, {{0.12, 0.13, 0.12}, {0.12, 0.4, 0.9}});
+  row("left", 5000, {5000}, {{0.12, 0.13, 0.5, 0.9}});
+  row("stopped", 5000, {250}, {{0.12}});
+  row("stopped_flat", 5000, {750}, {{0.12, 0.12, 0.13}});
+  row("high_from_the_start", 500, {500}, {{0.99, 1.0}});
+  const std::string text = compare_table_text(rep);
+  const auto note = text.find("On their first plateau for the whole plan");
+  ASSERT_NE(note, std::string::npos) << text;
+  const std::string tail = text.substr(note);
+  EXPECT_NE(tail.find("  recall: flat (5000 steps), flat_one_seed (5000 steps; 1 of 2 seeds)\n"), std::string::npos)
+      << tail;
+  for (const char* absent : {"left", "stopped", "high_from_the_start", "lm:"})
+    EXPECT_EQ(tail.find(absent), std::string::npos) << absent << " must not be named:\n" << tail;
+  rep.rows.erase(rep.rows.begin(), rep.rows.begin() + 2);
+  EXPECT_EQ(compare_table_text(rep).find("first plateau"), std::string::npos) << "no flat run, no note";
+}
+
 // --seeds N: every cell is the mean of N runs with seeds seed .. seed+N-1, shown with min..max;
 // the first seed's run is the single-seed run; 0 seeds is an error.
 TEST(TrainCompare, SeedsReportMeanAndRange) {

@@ -265,6 +265,10 @@ TEST(TrainConfig, ComparePresetPerMixerSettings) {
   EXPECT_EQ(att.eval_every, 250);
   EXPECT_DOUBLE_EQ(compare_config("default", "recall", "resolvent:dense", json::object()).lr, 2e-3);
   EXPECT_DOUBLE_EQ(compare_config("default", "recall", "resolvent:pow2", json::object()).lr, 1e-3);
+  EXPECT_DOUBLE_EQ(compare_config("default", "recall", "resolvent:pow2+cache", json::object()).lr, 7e-4);
+  EXPECT_DOUBLE_EQ(compare_config("default", "recall", "resolvent:square+cache", json::object()).lr, 7e-4);
+  EXPECT_DOUBLE_EQ(compare_config("default", "recall", "resolvent:order:8", json::object()).lr, 7e-4);
+  EXPECT_DOUBLE_EQ(compare_config("default", "copy", "resolvent:pow2+cache", json::object()).lr, 3e-3);
   EXPECT_EQ(compare_config("default", "recall", "local:8", json::object()).steps, 600);
   EXPECT_EQ(compare_config("default", "recall", "ssm", json::object()).steps, 600);
   EXPECT_EQ(compare_config("default", "recall", "resolvent:pow2", json::object()).steps, 5000);
