@@ -214,6 +214,13 @@ std::string sparkline_text(const CompareReport& rep) {
   return out;
 }
 
+std::vector<std::string> accuracy_tasks(const CompareReport& rep) {
+  std::vector<std::string> out;
+  for (const auto& t : rep.tasks)
+    if (t != "lm") out.push_back(t);
+  return out;
+}
+
 // Runs that trained their whole plan without leaving their first plateau: held-out accuracy
 // within kPlateauRise of its first evaluation, and under kPlateauCeiling at the end. On MQAR-style
 // tasks such a plateau can break late, at a step that moves with the seed and the last bits of
@@ -225,8 +232,7 @@ constexpr double kPlateauRise = 0.05, kPlateauCeiling = 0.5;
 
 std::string plateau_text(const CompareReport& rep) {
   std::string out;
-  for (const auto& task : rep.tasks) {
-    if (task == "lm") continue;
+  for (const auto& task : accuracy_tasks(rep)) {
     std::vector<std::string> names;
     for (const auto& r : rep.rows) {
       if (!r.ran || !r.eval_curves.count(task) || !r.steps_planned.count(task)) continue;
@@ -372,13 +378,6 @@ std::string compare_table_text(const CompareReport& rep) {
 }
 
 namespace {
-
-std::vector<std::string> accuracy_tasks(const CompareReport& rep) {
-  std::vector<std::string> out;
-  for (const auto& t : rep.tasks)
-    if (t != "lm") out.push_back(t);
-  return out;
-}
 
 // Accuracy per task, one cluster of bars per mixer that ran.
 void write_chart(const CompareReport& rep, const std::string& path) {
