@@ -10,6 +10,7 @@
 #include "mixlab/attention/block_attention.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/tensor_checks.h"
+#include "mixlab/mixer/parameter_budget.h"
 
 namespace mixlab {
 namespace {
@@ -94,6 +95,18 @@ int64_t BrlState::bytes() const {
   return local->bytes() + tensor_bytes(block_inputs) + tensor_bytes(prop_k) + tensor_bytes(prop_v);
 }
 
+double brl_parameter_count(const MixerDims& dims, const BrlOptions& options) {
+  // The constructor's tensors below, one term each.
+  const double C = static_cast<double>(dims.d_model), H = static_cast<double>(dims.n_heads);
+  double n = 4 * C * C;                         // local attention: qkv, out
+  n += static_cast<double>(options.slots) * C;  // ct0
+  n += 3 * C * C;                               // comp_q, comp_k1, comp_v
+  if (options.diff) n += C * C + 3 * H;         // comp_k2, gamma_q, gamma_k1, gamma_k2
+  n += 2 * C + 2 * C + C * C;                   // comp_norm, evolve_norm, evolve_m
+  n += 3 * C * C + H + 2 * C;                   // prop_q, prop_k, prop_v, lambda, prop_norm
+  return n;
+}
+
 BrlMixer::BrlMixer(const MixerDims& dims, const BrlOptions& options) : dims_(dims), opt_(options) {
   if (opt_.block == 0) opt_.block = opt_.window;
   if (opt_.hist == 0) opt_.hist = opt_.block;
@@ -102,6 +115,8 @@ BrlMixer::BrlMixer(const MixerDims& dims, const BrlOptions& options) : dims_(dim
   MIXLAB_CHECK(opt_.hist > 0 && opt_.hist % opt_.block == 0,
                "brl: hist must be a positive multiple of block ({}), got {}", opt_.block, opt_.hist);
   MIXLAB_CHECK(opt_.beta >= 0.0 && opt_.beta <= 1.0, "brl: beta must be in [0, 1], got {}", opt_.beta);
+  check_mixer_parameter_budget("brl", brl_parameter_count(dims, opt_), dims.d_model,
+                               fmt::format("the slot count m (got {})", opt_.slots));
   local_ = register_module("local", std::make_shared<AttentionMixer>(dims, opt_.window));  // checks C, H
   const int64_t C = dims.d_model, H = dims.n_heads;
   head_dim_ = C / H;

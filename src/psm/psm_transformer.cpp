@@ -12,6 +12,16 @@
 
 namespace mixlab {
 
+double psm_transformer_parameter_count(const PsmTransformerOptions& o) {
+  // The constructor's tensors below, one term each.
+  const double d = static_cast<double>(o.d);
+  const bool mlp = !o.attention_only;
+  double block = 2 * d + (3 * d * d + 3 * d) + (d * d + d);         // ln1, qkv, proj
+  if (mlp) block += 2 * d + (4 * d * d + 4 * d) + (4 * d * d + d);  // ln2, fc1, fc2
+  return (o.rope ? 0.0 : static_cast<double>(o.max_positions) * d) + static_cast<double>(o.layers) * block +
+         (mlp ? 2 * d : 0.0);  // pos, blocks, ln_f
+}
+
 PsmTransformerImpl::PsmTransformerImpl(const PsmTransformerOptions& options, const char* what) : options_(options) {
   const auto& o = options_;
   MIXLAB_CHECK(o.d > 0, "{}: width d must be > 0, got {}", what, o.d);

@@ -7,6 +7,7 @@
 #include "mixlab/core/error.h"
 #include "mixlab/core/spec_args.h"
 #include "mixlab/core/tensor_checks.h"
+#include "mixlab/mixer/parameter_budget.h"
 
 namespace mixlab {
 
@@ -34,6 +35,42 @@ TpsmOptions tpsm_options_parse(const std::string& args_spec) {
   return o;
 }
 
+namespace {
+
+// Agg's and Inf's transformers for options whose widths and heads are resolved.
+PsmTransformerOptions agg_options(const TpsmOptions& o) {
+  PsmTransformerOptions a{o.agg_d, o.agg_heads, o.agg_layers, 2 * o.chunk, false, o.rope, o.init_std};
+  a.attention_only = a.keep_input = o.agg_attention_only;  // agg=attention: a state carries its input
+  return a;
+}
+
+PsmTransformerOptions inf_options(const TpsmOptions& o) {
+  return {o.inf_d, o.inf_heads, o.inf_layers, 2 * o.chunk, true, o.rope, o.init_std, o.inf_attention_only};
+}
+
+// The constructor's defaults: 0 widths are the backbone's C, 0 heads its H.
+TpsmOptions resolved(TpsmOptions o, const MixerDims& dims) {
+  if (o.agg_d == 0) o.agg_d = dims.d_model;
+  if (o.inf_d == 0) o.inf_d = dims.d_model;
+  if (o.agg_heads == 0) o.agg_heads = dims.n_heads;
+  if (o.inf_heads == 0) o.inf_heads = dims.n_heads;
+  return o;
+}
+
+}  // namespace
+
+double tpsm_parameter_count(const TpsmOptions& options, const MixerDims& dims) {
+  // The constructor's tensors: Agg, Inf, W_cmp (compress=linear), a learned e, W_in / W_out.
+  const TpsmOptions o = resolved(options, dims);
+  const double c = static_cast<double>(o.chunk), d = static_cast<double>(o.agg_d),
+               C = static_cast<double>(dims.d_model);
+  double n = psm_transformer_parameter_count(agg_options(o)) + psm_transformer_parameter_count(inf_options(o));
+  if (o.compress == TpsmCompress::kLinear) n += 2 * c * c;
+  if (o.identity == TpsmIdentity::kLearned) n += c * d;
+  if (o.agg_d != dims.d_model) n += (C * d + d) + (d * C + C);
+  return n;
+}
+
 TpsmMixer::TpsmMixer(const std::string& args_spec, const MixerDims& dims)
     : TpsmMixer(tpsm_options_parse(args_spec), dims) {}
 
@@ -42,20 +79,19 @@ TpsmMixer::TpsmMixer(const TpsmOptions& options, const MixerDims& dims) : option
   MIXLAB_CHECK(o.chunk >= 1, "tpsm: chunk c must be >= 1, got {}", o.chunk);
   MIXLAB_CHECK(dims.d_model > 0, "tpsm: model width C must be > 0, got {}", dims.d_model);
   C_ = dims.d_model;
-  if (o.agg_d == 0) o.agg_d = C_;
-  if (o.inf_d == 0) o.inf_d = C_;
+  o = resolved(o, dims);
   MIXLAB_CHECK(o.agg_d == o.inf_d,
                "tpsm: agg_d and inf_d must be equal (the state Agg produces is Inf's input), got agg_d = {}, inf_d "
                "= {}",
                o.agg_d, o.inf_d);
-  if (o.agg_heads == 0) o.agg_heads = dims.n_heads;
-  if (o.inf_heads == 0) o.inf_heads = dims.n_heads;
   d_ = o.agg_d;
   MIXLAB_CHECK(!o.compress_sum || o.compress == TpsmCompress::kLinear,
                "tpsm: compress_init=sum needs compress=linear (right_half has no weights to start)");
-  PsmTransformerOptions a{d_, o.agg_heads, o.agg_layers, 2 * o.chunk, false, o.rope, o.init_std};
-  a.attention_only = a.keep_input = o.agg_attention_only;  // agg=attention: a state carries its input
-  PsmTransformerOptions f{d_, o.inf_heads, o.inf_layers, 2 * o.chunk, true, o.rope, o.init_std, o.inf_attention_only};
+  check_mixer_parameter_budget(
+      "tpsm", tpsm_parameter_count(o, dims), C_,
+      fmt::format("the width d (agg_d = inf_d = {}), agg_layers ({}), inf_layers ({}) or the chunk c ({})", d_,
+                  o.agg_layers, o.inf_layers, o.chunk));
+  const PsmTransformerOptions a = agg_options(o), f = inf_options(o);
   agg_net_ = register_module("agg", PsmTransformer(a, "tpsm Agg (agg_d, agg_heads, agg_layers)"));
   inf_net_ = register_module("inf", PsmTransformer(f, "tpsm Inf (inf_d, inf_heads, inf_layers)"));
   if (o.compress == TpsmCompress::kLinear) {

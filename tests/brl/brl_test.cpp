@@ -341,5 +341,18 @@ TEST(BrlMixer, RejectsBadInput) {
   expect_error([&] { BrlMixer(dims(), o); }, {"brl", "hist", "multiple of block (4)", "got 6"});
 }
 
+// brl_parameter_count, which the constructor checks before it allocates, is the count of what it
+// then holds (diff adds tensors); a slot count over the budget is refused by name.
+TEST(BrlMixer, ParameterCountIsCountedBeforeBuildingAndSlotsOverTheBudgetAreRefused) {
+  for (const std::string args : {"w=4:m=2", "w=4:m=5:diff=1", "w=8:m=16:block=4:hist=8"}) {
+    auto mixer = make(args);
+    int64_t held = 0;
+    for (const auto& p : mixer->parameters()) held += p.numel();
+    EXPECT_EQ(brl_parameter_count(dims(), brl_options_parse("brl:" + args, args)), static_cast<double>(held)) << args;
+  }
+  expect_error([] { make("m=16777216", dims(16, 2)); },
+               {"brl", "parameters", "at model width C = 16", "the slot count m (got 16777216)"});
+}
+
 }  // namespace
 }  // namespace mixlab

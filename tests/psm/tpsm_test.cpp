@@ -420,3 +420,28 @@ TEST(Tpsm, BadInputErrorsNameTheArgument) {
   auto state = m->init_state(2);
   expect_error([&] { m->step(*state, torch::randn({3, 16})); }, {"x_t must be (B,C)", "[3,16]"});
 }
+
+// The count a spec's sizes are checked with before anything is allocated (tpsm_parameter_count)
+// is the count of the tensors the constructor then makes, for every option that adds or removes
+// one; a size over the budget is an error that names the keys, not an allocation of terabytes.
+TEST(Tpsm, ParameterCountIsCountedBeforeBuildingAndSizesOverTheBudgetAreRefused) {
+  for (const std::string args :
+       {"c=4", "c=8:compress=linear:identity=learned", "d=32:agg_heads=4:inf_heads=4:agg_layers=2",
+        "c=4:pos=rope:inf=attention:agg=attention",
+        "c=3:compress=linear:compress_init=sum:identity=empty:inf_layers=3"}) {
+    auto m = make(args);
+    int64_t held = 0;
+    for (const auto& p : m->parameters()) held += p.numel();
+    EXPECT_EQ(mixlab::tpsm_parameter_count(mixlab::tpsm_options_parse(args), dims()), static_cast<double>(held))
+        << args;
+  }
+  // The fuzzer's find: a 15-million width at C = 16 (12·d² per layer, about 5e15 parameters).
+  expect_error([] { make("d=00000000000014993680"); },
+               {"tpsm", "parameters", "at model width C = 16", "agg_d = inf_d = 14993680"});
+  expect_error([] { make("c=16777216:compress=linear"); }, {"tpsm", "the chunk c (16777216)"});
+  expect_error([] { make("agg_layers=16777216"); }, {"tpsm", "agg_layers (16777216)"});
+  // At the budget's edge at C = 16 (2^24): 256 Agg layers of width 64 fit, 512 do not.
+  EXPECT_LT(mixlab::tpsm_parameter_count(mixlab::tpsm_options_parse("d=64:agg_layers=256"), dims()), 16777216.0);
+  EXPECT_GT(mixlab::tpsm_parameter_count(mixlab::tpsm_options_parse("d=64:agg_layers=512"), dims()), 16777216.0);
+  expect_error([] { make("d=64:agg_layers=512"); }, {"tpsm", "agg_layers (512)"});
+}

@@ -78,8 +78,13 @@ class BrlState : public MixerState {
   int64_t pos = 0;
 };
 
+/// The parameters a BrlMixer with these options holds at `dims`, counted without allocating; the
+/// constructor checks it against the mixer parameter budget (mixlab/mixer/parameter_budget.h).
+double brl_parameter_count(const MixerDims& dims, const BrlOptions& options);
+
 class BrlMixer : public MemoryMixer {
  public:
+  /// Throws mixlab::Error for sizes out of range or over the mixer parameter budget.
   BrlMixer(const MixerDims& dims, const BrlOptions& options);
 
   MemoryDims memory_dims() const override { return {opt_.slots, dims_.d_model}; }

@@ -55,6 +55,11 @@ struct PsmTransformerOptions {
   bool keep_input = false;      // with attention_only: y = x + h_L - h_0
 };
 
+/// The parameters a PsmTransformer with these options holds (a double: a spec's sizes may make
+/// the count overflow int64). Counted from the options alone, so a caller can check a size before
+/// anything is allocated (mixlab/mixer/parameter_budget.h).
+double psm_transformer_parameter_count(const PsmTransformerOptions& options);
+
 class PsmTransformerImpl : public torch::nn::Module {
  public:
   /// Throws mixlab::Error naming `what` when d, heads or layers are invalid.

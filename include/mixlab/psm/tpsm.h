@@ -166,9 +166,14 @@ class TpsmState : public MixerState {
   int64_t kv_len_ = 0;
 };
 
+/// The parameters a TpsmMixer with these options holds at `dims` (options as parsed: 0 widths and
+/// heads mean the backbone's). Counted without allocating (see psm_transformer_parameter_count).
+double tpsm_parameter_count(const TpsmOptions& options, const MixerDims& dims);
+
 class TpsmMixer : public Mixer {
  public:
-  /// Throws mixlab::Error for chunk 0, agg_d != inf_d, heads not dividing the widths.
+  /// Throws mixlab::Error for chunk 0, agg_d != inf_d, heads not dividing the widths, and sizes
+  /// over the mixer parameter budget (mixlab/mixer/parameter_budget.h).
   TpsmMixer(const TpsmOptions& options, const MixerDims& dims);
   TpsmMixer(const std::string& args_spec, const MixerDims& dims);
 
