@@ -294,9 +294,13 @@ MemoryOutput BrlMixer::forward_memory(const torch::Tensor& x, const torch::Tenso
   const char* fn = "brl forward";
   check_shape(fn, "x", x, {-1, -1, dims_.d_model}, "(B,T,C)");
   check_floating(fn, "x", x);
-  const int64_t B = x.size(0), T = x.size(1), C = dims_.d_model, M = opt_.slots, N = opt_.block;
+  const int64_t B = x.size(0), T = x.size(1), C = dims_.d_model, M = opt_.slots;
   MIXLAB_CHECK(T > 0, "{}: x must have T > 0, got shape {}", fn, shape_string(x));
   const int64_t K = blocks_for(T);
+  // One block (T <= block) has no history, so its padded rows are never read: pad to T, not to
+  // the block, and memory follows T (brl:w=16777216, whose block defaults to w, padded every
+  // sequence to 2^24 rows).
+  const int64_t N = K == 1 ? T : opt_.block;
   check_shape(fn, "memory", memory, {B, K, M, C}, "(B,K,M,C) with K = ceil(T/block)");
 
   auto y_gen = local_->forward(x);  // F_gen, O(T·W·C)

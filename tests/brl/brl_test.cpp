@@ -2,6 +2,7 @@
 // off, awkward T; the first layer's expanded memory), finite-difference gradients in double,
 // block causality, what the compressed tokens reach, decode == forward, constant cache.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include "mixlab/brl/brl_mixer.h"
 #include "mixlab/brl/brl_reference.h"
@@ -185,6 +186,35 @@ TEST(BrlMixer, BlockCausal) {
     const int64_t kb = t / N + 1;  // first block whose memory may see token t
     EXPECT_TRUE(torch::equal(out.memory_delta.narrow(1, 0, kb), base.memory_delta.narrow(1, 0, kb))) << "t=" << t;
   }
+}
+
+// A sequence within one block has no history, so the block's length changes no output, and the
+// forward pads to T, not to the block: block 2^24 (brl:w=2^24 defaults its block to w) once
+// padded each sequence to 2^24 rows and asked the block attention for 137 GB. The check is the
+// process's peak resident memory: padded, this test's one input (2 x 2^24 x 8 floats) is 1 GiB.
+TEST(BrlMixer, ABlockLongerThanTheSequenceCostsTheSequence) {
+  auto peak_rss_mib = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux: KiB
+  };
+  const double peak_before = peak_rss_mib();
+  for (const std::string attn : {"softmax", "relu2"}) {
+    torch::manual_seed(5);
+    auto small = make("w=4:m=2:block=16:attn=" + attn);
+    auto huge = make("w=4:m=2:block=16777216:attn=" + attn);
+    {
+      torch::NoGradGuard no_grad;
+      auto from = small->named_parameters();
+      for (auto& p : huge->named_parameters()) p.value().copy_(from[p.key()]);
+    }
+    auto x = torch::randn({2, 12, 8});
+    auto a = small->forward_memory(x, small->memory_init(2, 12));
+    auto b = huge->forward_memory(x, huge->memory_init(2, 12));
+    EXPECT_TRUE(torch::allclose(a.y, b.y, 1e-6, 1e-6)) << attn;
+    EXPECT_TRUE(torch::allclose(a.memory_delta, b.memory_delta, 1e-6, 1e-6)) << attn;
+  }
+  EXPECT_LT(peak_rss_mib() - peak_before, 128.0) << "the forward allocated the block's rows, not the sequence's";
 }
 
 // One layer: token t hears token j through F_gen iff t-j <= W, and through the compressed tokens
