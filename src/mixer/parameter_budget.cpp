@@ -21,8 +21,8 @@ void check_mixer_parameter_budget(const std::string& context, double parameters,
                                   const std::string& keys) {
   const double budget = mixer_parameter_budget(d_model);
   MIXLAB_CHECK(parameters <= budget,
-               "{}: one mixer layer would hold {:.4g} parameters, more than the {:.4g} a layer may hold at model width "
-               "C = {} (max(2^24, 1024·C²)); lower {}",
+               "{}: one mixer layer would hold {:.4g} parameters and buffers, more than the {:.4g} a layer may hold at "
+               "model width C = {} (max(2^24, 1024·C²)); lower {}",
                context, parameters, budget, d_model, keys);
 }
 

@@ -60,13 +60,14 @@ TpsmOptions resolved(TpsmOptions o, const MixerDims& dims) {
 }  // namespace
 
 double tpsm_parameter_count(const TpsmOptions& options, const MixerDims& dims) {
-  // The constructor's tensors: Agg, Inf, W_cmp (compress=linear), a learned e, W_in / W_out.
+  // The constructor's tensors: Agg, Inf, W_cmp (compress=linear), e (a parameter when learned, a
+  // buffer of zeros otherwise; empty: none), W_in / W_out.
   const TpsmOptions o = resolved(options, dims);
   const double c = static_cast<double>(o.chunk), d = static_cast<double>(o.agg_d),
                C = static_cast<double>(dims.d_model);
   double n = psm_transformer_parameter_count(agg_options(o)) + psm_transformer_parameter_count(inf_options(o));
   if (o.compress == TpsmCompress::kLinear) n += 2 * c * c;
-  if (o.identity == TpsmIdentity::kLearned) n += c * d;
+  if (o.identity != TpsmIdentity::kEmpty) n += c * d;
   if (o.agg_d != dims.d_model) n += (C * d + d) + (d * C + C);
   return n;
 }

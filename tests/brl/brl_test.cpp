@@ -378,6 +378,7 @@ TEST(BrlMixer, ParameterCountIsCountedBeforeBuildingAndSlotsOverTheBudgetAreRefu
     auto mixer = make(args);
     int64_t held = 0;
     for (const auto& p : mixer->parameters()) held += p.numel();
+    for (const auto& b : mixer->buffers()) held += b.numel();
     EXPECT_EQ(brl_parameter_count(dims(), brl_options_parse("brl:" + args, args)), static_cast<double>(held)) << args;
   }
   expect_error([] { make("m=16777216", dims(16, 2)); },

@@ -432,6 +432,7 @@ TEST(Tpsm, ParameterCountIsCountedBeforeBuildingAndSizesOverTheBudgetAreRefused)
     auto m = make(args);
     int64_t held = 0;
     for (const auto& p : m->parameters()) held += p.numel();
+    for (const auto& b : m->buffers()) held += b.numel();  // the identity's zeros
     EXPECT_EQ(mixlab::tpsm_parameter_count(mixlab::tpsm_options_parse(args), dims()), static_cast<double>(held))
         << args;
   }
@@ -440,6 +441,9 @@ TEST(Tpsm, ParameterCountIsCountedBeforeBuildingAndSizesOverTheBudgetAreRefused)
                {"tpsm", "parameters", "at model width C = 16", "agg_d = inf_d = 14993680"});
   expect_error([] { make("c=16777216:compress=linear"); }, {"tpsm", "the chunk c (16777216)"});
   expect_error([] { make("agg_layers=16777216"); }, {"tpsm", "agg_layers (16777216)"});
+  // No weight grows with c under rotary positions and right-half compression, but the identity's
+  // buffer of c x d zeros does.
+  expect_error([] { make("c=16777216:pos=rope"); }, {"tpsm", "parameters and buffers", "the chunk c (16777216)"});
   // At the budget's edge at C = 16 (2^24): 256 Agg layers of width 64 fit, 512 do not.
   EXPECT_LT(mixlab::tpsm_parameter_count(mixlab::tpsm_options_parse("d=64:agg_layers=256"), dims()), 16777216.0);
   EXPECT_GT(mixlab::tpsm_parameter_count(mixlab::tpsm_options_parse("d=64:agg_layers=512"), dims()), 16777216.0);

@@ -1,9 +1,10 @@
-// mixlab/mixer/parameter_budget.h — the most parameters one mixer layer may hold.
+// mixlab/mixer/parameter_budget.h — the most numbers (parameters and buffers) one mixer layer may
+// hold.
 //
 // Spec keys take sizes up to 2^24 (kSpecMaxInt), so a typo such as "tpsm:d=14993680" or
 // "brl:m=9000000" would otherwise ask LibTorch for terabytes and end in an allocator abort or the
 // kernel's OOM killer, not in an error that names the key. A family whose keys set the size of its
-// weights counts its parameters from the parsed options, before it allocates any, and checks the
+// weights or buffers counts them from the parsed options, before it allocates any, and checks the
 // count here. The budget, max(2^24, 1024·C²), is far above any layer a user trains: an attention
 // layer holds 4·C², a GPT-2 block 12·C².
 #pragma once

@@ -166,8 +166,9 @@ class TpsmState : public MixerState {
   int64_t kv_len_ = 0;
 };
 
-/// The parameters a TpsmMixer with these options holds at `dims` (options as parsed: 0 widths and
-/// heads mean the backbone's). Counted without allocating (see psm_transformer_parameter_count).
+/// The numbers a TpsmMixer with these options holds at `dims`: its parameters and the identity's
+/// buffer of c x d zeros (options as parsed: 0 widths and heads mean the backbone's). Counted
+/// without allocating (see psm_transformer_parameter_count).
 double tpsm_parameter_count(const TpsmOptions& options, const MixerDims& dims);
 
 class TpsmMixer : public Mixer {
