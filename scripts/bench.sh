@@ -2,7 +2,7 @@
 # Runs mixlab's benchmark suite (issue 17 item 6): every bench binary, each kernel beside the
 # baseline it is compared with in the same binary and run, on an idle machine.
 #
-#   bash scripts/bench.sh [--quick] [--filter RE] [--out DIR] [--force] [--docs]
+#   bash scripts/bench.sh [--quick] [--filter RE] [--out DIR] [--force] [--docs] [--takes N]
 #
 #   --quick      small sizes and one repetition per case (177 s on the 2-core machine, 2026-11-26);
 #                without it every case runs 3 repetitions of at least 0.2 s each (medians; 1416 s)
@@ -12,6 +12,10 @@
 #   --docs       then write the tables into docs/BENCHMARKS.md (scripts/bench_docs.py: the block
 #                between its two marker lines); refused with --filter, --force or a failed binary,
 #                so the file only ever holds a whole suite run on an idle machine
+#   --takes N    run the whole suite N times, one take after the other, each into DIR/take-<k>/;
+#                DIR then holds per case the median over the takes with its range (time_min,
+#                time_max) and the takes (scripts/bench_takes.py). On these VMs one take can
+#                differ from the next by 30-100 %, which one run's repetitions do not show.
 #
 # Writes DIR/machine.json (CPU model, cores, BLAS, LibTorch version, commit, load before and
 # after), DIR/<binary>.json (Google Benchmark JSON, or the binary's own table for
@@ -26,6 +30,7 @@ filter=.
 out=""
 force=0
 docs=0
+takes=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
@@ -33,7 +38,14 @@ while [ $# -gt 0 ]; do
     --out) out="${2:?--out needs a directory}"; shift ;;
     --force) force=1 ;;
     --docs) docs=1 ;;
-    *) echo "bench.sh: unknown argument '$1' (expected --quick, --filter RE, --out DIR, --force, --docs)" >&2; exit 2 ;;
+    --takes)
+      takes="${2:-}"
+      if ! [[ "$takes" =~ ^[1-9][0-9]?$ ]]; then
+        echo "bench.sh: --takes needs a whole number of takes from 1 to 99, got '$takes'" >&2
+        exit 2
+      fi
+      shift ;;
+    *) echo "bench.sh: unknown argument '$1' (expected --quick, --filter RE, --out DIR, --force, --docs, --takes N)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -94,62 +106,76 @@ declare -A full_args=(
 )
 
 export MIXLAB_THREADS="${MIXLAB_THREADS:-2}"
-run_bin() {  # runs one binary; its output goes to $out/<bin>.json (or .md)
-  local bin=$1 exe="$build/bench/$1" args
+run_bin() {  # runs one binary; its output goes to $2/<bin>.json (or .md)
+  local bin=$1 dest=$2 exe="$build/bench/$1" args
   case "$bin" in
     bench_psm_decode)
       # Not a Google Benchmark binary: it prints its own markdown table.
       args=${full_args[$bin]}
       [ "$quick" = 1 ] && args=${quick_args[$bin]}
       # shellcheck disable=SC2086
-      "$exe" $args >"$out/$bin.md" ;;
+      "$exe" $args >"$dest/$bin.md" ;;
     bench_decode)
       args=${full_args[$bin]}
       [ "$quick" = 1 ] && args=${quick_args[$bin]}
       # shellcheck disable=SC2086
-      "$exe" $args --benchmark_out="$out/$bin.json" --benchmark_out_format=json >/dev/null ;;
+      "$exe" $args --benchmark_out="$dest/$bin.json" --benchmark_out_format=json >/dev/null ;;
     *)
       if [ "$quick" = 1 ]; then
-        "$exe" --benchmark_filter="${quick_filter[$bin]}" --benchmark_out="$out/$bin.json" \
+        "$exe" --benchmark_filter="${quick_filter[$bin]}" --benchmark_out="$dest/$bin.json" \
           --benchmark_out_format=json >/dev/null
       else
         "$exe" --benchmark_filter="${full_filter[$bin]:-.}" --benchmark_repetitions=3 \
           --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 \
-          --benchmark_out="$out/$bin.json" --benchmark_out_format=json >/dev/null
+          --benchmark_out="$dest/$bin.json" --benchmark_out_format=json >/dev/null
       fi ;;
   esac
 }
 failed=()
 start=$(date +%s)
-for bin in bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_attention bench_brl bench_data bench_decode bench_psm_decode; do
-  [[ "$bin" =~ $filter ]] || continue
-  echo "== $bin" >&2
-  t0=$(date +%s)
-  # One failing binary (e.g. bench_data without the Brown corpus) does not stop the others.
-  if ! run_bin "$bin"; then
-    echo "bench.sh: $bin failed; its results are missing from tables.md" >&2
-    failed+=("$bin")
-    rm -f "$out/$bin.json" "$out/$bin.md"
+take_dirs=()
+for take in $(seq "$takes"); do
+  dest="$out"
+  if [ "$takes" -gt 1 ]; then
+    dest="$out/take-$take"
+    echo "== take $take of $takes" >&2
   fi
-  echo "   $(( $(date +%s) - t0 )) s" >&2
+  mkdir -p "$dest"
+  take_dirs+=("$dest")
+  for bin in bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_attention bench_brl bench_data bench_decode bench_psm_decode; do
+    [[ "$bin" =~ $filter ]] || continue
+    echo "== $bin" >&2
+    t0=$(date +%s)
+    # One failing binary (e.g. bench_data without the Brown corpus) does not stop the others.
+    if ! run_bin "$bin" "$dest"; then
+      echo "bench.sh: $bin failed; its results are missing from tables.md" >&2
+      failed+=("$bin")
+      rm -f "$dest/$bin.json" "$dest/$bin.md"
+    fi
+    echo "   $(( $(date +%s) - t0 )) s" >&2
+  done
+  # mixlab against the plain-PyTorch code a user would write instead (bench/baselines/run.py),
+  # through the Python module, when the build has it.
+  if [[ "baselines" =~ $filter ]]; then
+    echo "== baselines (bench/baselines/run.py)" >&2
+    t0=$(date +%s)
+    baseline_args=(--json "$dest/baselines.json")
+    [ "$quick" = 1 ] && baseline_args+=(--quick)
+    if ! MIXLAB_BUILD_DIR="$build" MIXLAB_TARGETS="mixlab_python" bash "$here/scripts/build.sh" >/dev/null 2>&1; then
+      echo "bench.sh: the Python module did not build (python3-dev, pybind11-dev?); baselines skipped" >&2
+      failed+=(baselines)
+    elif ! PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/baselines/run.py" "${baseline_args[@]}" \
+        >"$dest/baselines.md"; then
+      echo "bench.sh: bench/baselines/run.py failed; its results are missing from tables.md" >&2
+      failed+=(baselines)
+      rm -f "$dest/baselines.json" "$dest/baselines.md"
+    fi
+    echo "   $(( $(date +%s) - t0 )) s" >&2
+  fi
 done
-# mixlab against the plain-PyTorch code a user would write instead (bench/baselines/run.py),
-# through the Python module, when the build has it.
-if [[ "baselines" =~ $filter ]]; then
-  echo "== baselines (bench/baselines/run.py)" >&2
-  t0=$(date +%s)
-  baseline_args=(--json "$out/baselines.json")
-  [ "$quick" = 1 ] && baseline_args+=(--quick)
-  if ! MIXLAB_BUILD_DIR="$build" MIXLAB_TARGETS="mixlab_python" bash "$here/scripts/build.sh" >/dev/null 2>&1; then
-    echo "bench.sh: the Python module did not build (python3-dev, pybind11-dev?); baselines skipped" >&2
-    failed+=(baselines)
-  elif ! PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/baselines/run.py" "${baseline_args[@]}" \
-      >"$out/baselines.md"; then
-    echo "bench.sh: bench/baselines/run.py failed; its results are missing from tables.md" >&2
-    failed+=(baselines)
-    rm -f "$out/baselines.json" "$out/baselines.md"
-  fi
-  echo "   $(( $(date +%s) - t0 )) s" >&2
+# Several takes: per case the median over the takes and its range, in $out (bench_takes.py).
+if [ "$takes" -gt 1 ] && ! /usr/bin/python3 "$here/scripts/bench_takes.py" "$out" "${take_dirs[@]}"; then
+  failed+=(takes)
 fi
 seconds=$(( $(date +%s) - start ))
 
@@ -163,9 +189,9 @@ isa=$(sed -n 's/.*(native kernels: \([a-z0-9]*\)).*/\1/p' <<<"$version_line")
 # OPENBLAS_CORETYPE forces others; mixlab/core/blas_info.h).
 blas_kernels=$(sed -n 's/.*), BLAS: \(.*\)$/\1/p' <<<"$version_line")
 /usr/bin/python3 - "$out" "$load_before" "$(load_now)" "$seconds" "$quick" "$blas" "$torch_version" \
-  "$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)" "${isa:-unknown}" "${blas_kernels:-unknown}" <<'PY'
+  "$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)" "${isa:-unknown}" "${blas_kernels:-unknown}" "$takes" <<'PY'
 import glob, json, os, platform, re, sys
-out, load_before, load_after, seconds, quick, blas, torch_version, commit, isa, blas_kernels = sys.argv[1:11]
+out, load_before, load_after, seconds, quick, blas, torch_version, commit, isa, blas_kernels, takes = sys.argv[1:12]
 cpu = "unknown"
 # The threads each binary ran with, as it recorded them (bench/bench_setup.h): the Google Benchmark
 # binaries in their JSON context, bench_psm_decode on its table's first line. Read back, not
@@ -175,7 +201,7 @@ for path in sorted(glob.glob(os.path.join(out, "bench_*.json"))):
     context = json.load(open(path)).get("context", {})
     threads[os.path.basename(path)[:-5]] = int(context["threads"]) if "threads" in context else "unknown"
 if os.path.exists(os.path.join(out, "bench_psm_decode.md")):
-    first = re.match(r"Threads (\d+)", open(os.path.join(out, "bench_psm_decode.md")).read())
+    first = re.search(r"^Threads (\d+)", open(os.path.join(out, "bench_psm_decode.md")).read(), re.M)
     threads["bench_psm_decode"] = int(first.group(1)) if first else "unknown"
 for line in open("/proc/cpuinfo"):
     if line.startswith("model name"):
@@ -185,7 +211,7 @@ machine = {
     "cpu": cpu, "isa": isa, "cores": os.cpu_count(), "blas": blas, "blas_kernels": blas_kernels,
     "libtorch": torch_version,
     "kernel": platform.release(), "commit": commit, "quick": quick == "1",
-    "threads": threads,
+    "threads": threads, "takes": int(takes),
     "load_before": float(load_before), "load_after": float(load_after), "seconds": int(seconds),
 }
 with open(os.path.join(out, "machine.json"), "w") as f:
@@ -195,7 +221,9 @@ skip = {"iterations", "real_time", "cpu_time", "time_unit", "name", "run_name", 
         "aggregate_unit", "label"}
 lines = [f"# mixlab benchmarks ({'quick' if machine['quick'] else 'full'} run)", "",
          f"{cpu} (kernels: {isa}), {machine['cores']} cores, BLAS {blas} ({blas_kernels}), LibTorch {torch_version}, "
-         f"commit {commit[:10]}, load {load_before} before / {load_after} after, {seconds} s.", "",
+         f"commit {commit[:10]}, load {load_before} before / {load_after} after, {seconds} s"
+         + (f", {takes} whole-suite takes: each time is the median over the takes, time_min and time_max their range"
+            if int(takes) > 1 else "") + ".", "",
          "Threads: " + "; ".join(
              ", ".join(b for b in threads if threads[b] == n) + f": {n}"
              for n in sorted(set(threads.values()), key=str)) + ".", ""]
@@ -210,7 +238,9 @@ for path in sorted(glob.glob(os.path.join(out, "*.json"))):
               "|---|---|---:|---:|" + "---:|" * len(counters)]
     for b in runs:
         unit = b.get("time_unit", "")
-        cells = [f"{b[k]:.4g}" if isinstance(b.get(k), (int, float)) else "" for k in counters]
+        # time_min / time_max (several takes) are times: in the case's unit, like its time.
+        cells = [f"{b[k]:.4g}" + (f" {unit}" if k in ("time_min", "time_max") else "")
+                 if isinstance(b.get(k), (int, float)) else "" for k in counters]
         lines.append(f"| {b['name']} | {b.get('label', '')} | {b['real_time']:.4g} {unit} | "
                      f"{b['cpu_time']:.4g} {unit} | " + " | ".join(cells) + " |")
     lines.append("")

@@ -69,6 +69,22 @@ class BenchDocsTest(unittest.TestCase):
         self.assertIn("BLAS b (OpenBLAS 0.3.21, Haswell kernels (forced by OPENBLAS_CORETYPE)), LibTorch",
                       open(self.doc).read())
 
+    def test_says_how_many_takes_when_several(self):
+        self.write_doc(f"{BEGIN}\n{END}\n")
+        self.assertEqual(self.run_script(self.run_dir, self.doc).returncode, 0)
+        self.assertNotIn("takes", open(self.doc).read())  # one take: the paragraph as before
+        path = os.path.join(self.run_dir, "machine.json")
+        machine = json.load(open(path))
+        machine["takes"] = 3
+        with open(path, "w") as f:
+            json.dump(machine, f)
+        r = self.run_script(self.run_dir, self.doc)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        text = open(self.doc).read()
+        self.assertIn("`bash scripts/bench.sh --docs --takes 3`", text)
+        self.assertIn("The suite ran 3 times, one take after the other", text)
+        self.assertIn("time_min / time_max are its range", text)
+
     def test_missing_markers_leave_the_document_untouched(self):
         for body in ("no markers at all\n", f"{END}\n{BEGIN}\n", f"{BEGIN}\n{BEGIN}\n{END}\n"):
             with self.subTest(body=body):

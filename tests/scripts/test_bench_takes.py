@@ -1,0 +1,103 @@
+"""scripts/bench_takes.py (bench.sh --takes N): per case the median over whole-suite takes with its
+range, text tables kept per take, and a binary missing from a take named and refused (exit 1).
+Run: /usr/bin/python3 -m unittest discover -s tests/scripts
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "..", "scripts", "bench_takes.py")
+
+
+def gbench(cases, repetitions=True):
+    """A Google Benchmark document: cases is {name: (real_time, cpu_time, counter)}."""
+    runs = []
+    for name, (real, cpu, counter) in cases.items():
+        if repetitions:
+            # Two repetitions around the median, then the aggregates bench.sh asks for.
+            for r in (real * 0.9, real * 1.1):
+                runs.append({"name": name, "run_name": name, "run_type": "iteration", "real_time": r,
+                             "cpu_time": cpu, "time_unit": "ms", "bytes": counter})
+            for agg, value in (("mean", real * 1.5), ("median", real), ("stddev", 0.1)):
+                runs.append({"name": f"{name}_{agg}", "run_name": name, "run_type": "aggregate", "aggregate_name": agg,
+                             "real_time": value, "cpu_time": cpu, "time_unit": "ms", "bytes": counter})
+        else:
+            runs.append({"name": name, "run_name": name, "run_type": "iteration", "real_time": real, "cpu_time": cpu,
+                         "time_unit": "ms", "bytes": counter, "label": "L"})
+    return {"context": {"threads": 2}, "benchmarks": runs}
+
+
+class BenchTakesTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.out = self.dir.name
+        self.takes = []
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def take(self, files):
+        d = os.path.join(self.out, f"take-{len(self.takes) + 1}")
+        os.mkdir(d)
+        for name, content in files.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(json.dumps(content) if name.endswith(".json") else content)
+        self.takes.append(d)
+
+    def run_script(self):
+        return subprocess.run([sys.executable, SCRIPT, self.out, *self.takes], capture_output=True, text=True)
+
+    def merged(self, name):
+        return {b["name"]: b for b in json.load(open(os.path.join(self.out, name)))["benchmarks"]}
+
+    def test_median_over_takes_with_range(self):
+        for real, counter in ((10.0, 100), (30.0, 300), (12.0, 120)):
+            self.take({"bench_x.json": gbench({"BM_A/1024": (real, real / 2, counter), "BM_B": (1.0, 1.0, 7)}),
+                       "bench_psm_decode.md": f"Threads 2\n\n| T | time |\n|--:|--:|\n| 8 | {real} |\n"})
+        r = self.run_script()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        a = self.merged("bench_x.json")["BM_A/1024"]
+        # The median aggregate of each take (not the mean, not a repetition), then the median of those.
+        self.assertEqual((a["real_time"], a["cpu_time"], a["bytes"]), (12.0, 6.0, 120))
+        self.assertEqual((a["time_min"], a["time_max"], a["takes"]), (10.0, 30.0, 3))
+        self.assertEqual(a["time_unit"], "ms")
+        self.assertEqual(json.load(open(os.path.join(self.out, "bench_x.json")))["context"], {"threads": 2})
+        md = open(os.path.join(self.out, "bench_psm_decode.md")).read()
+        for k, real in ((1, 10.0), (2, 30.0), (3, 12.0)):
+            self.assertIn(f"### take {k}", md)
+            self.assertIn(f"| 8 | {real} |", md)
+
+    def test_quick_runs_without_aggregates(self):
+        for real in (5.0, 7.0):
+            self.take({"bench_q.json": gbench({"BM_Q": (real, real, 1)}, repetitions=False)})
+        r = self.run_script()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        q = self.merged("bench_q.json")["BM_Q"]
+        self.assertEqual((q["real_time"], q["time_min"], q["time_max"], q["takes"], q["label"]), (6.0, 5.0, 7.0, 2, "L"))
+
+    def test_a_case_or_binary_missing_from_a_take(self):
+        self.take({"bench_x.json": gbench({"BM_A": (1.0, 1.0, 1), "BM_only_here": (2.0, 2.0, 2)}),
+                   "bench_y.json": gbench({"BM_Y": (1.0, 1.0, 1)})})
+        self.take({"bench_x.json": gbench({"BM_A": (3.0, 3.0, 1)})})  # bench_y failed in this take
+        r = self.run_script()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("bench_y.json (absent from", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "bench_y.json")))
+        self.assertEqual(list(self.merged("bench_x.json")), ["BM_A"])  # a case of one take only is left out
+
+    def test_bad_arguments(self):
+        r = subprocess.run([sys.executable, SCRIPT, self.out], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("usage", r.stderr)
+        r = subprocess.run([sys.executable, SCRIPT, self.out, os.path.join(self.out, "nope")], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("is not a directory", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
