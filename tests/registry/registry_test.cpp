@@ -7,6 +7,8 @@
 #include <random>
 
 #include "mixlab/core/error.h"
+#include "mixlab/mixer/parameter_budget.h"
+#include "support/expect_error.h"
 #include "support/gradcheck.h"
 #include "support/mixer_specs.h"
 
@@ -202,4 +204,30 @@ TEST(Registry, SpecFuzz) {
     }
     expect_clean_rejection_or_success(s);
   }
+}
+
+// The mixer parameter budget against its formula, max(2^24, 1024·C²): the floor up to C = 128,
+// then 1024·C²; a count at the budget passes, one more is refused with the count, the budget, C
+// and the keys; and through the registry, a spec over it is refused before anything is built.
+TEST(ParameterBudget, MatchesItsFormulaAndRefusesByKey) {
+  for (int64_t C : {1, 16, 64, 128, 129, 512, 4096}) {
+    const double c = static_cast<double>(C);
+    EXPECT_EQ(mixlab::mixer_parameter_budget(C), std::max(16777216.0, 1024.0 * c * c)) << C;
+    EXPECT_NO_THROW(mixlab::check_mixer_parameter_budget("fam", mixlab::mixer_parameter_budget(C), C, "k"));
+  }
+  EXPECT_EQ(mixlab::mixer_parameter_budget(128), 16777216.0);
+  EXPECT_EQ(mixlab::mixer_parameter_budget(256), 67108864.0);
+  expect_error([] { mixlab::check_mixer_parameter_budget("fam", 16777217.0, 16, "the key x (got 9)"); },
+               {"fam: one mixer layer would hold 1.678e+07 parameters and buffers", "at model width C = 16",
+                "max(2^24, 1024·C²)", "lower the key x (got 9)"});
+  expect_error(
+      [] {
+        mixlab::check_mixer_spec("tpsm:d=14993680", mixlab::MixerDims{16, 2, 64});
+      },
+      {"tpsm", "parameters and buffers", "agg_d = inf_d = 14993680"});
+  expect_error(
+      [] {
+        mixlab::check_mixer_spec("brl:m=9999999", mixlab::MixerDims{16, 2, 64});
+      },
+      {"brl", "the slot count m (got 9999999)"});
 }
