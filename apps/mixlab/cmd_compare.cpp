@@ -7,14 +7,18 @@
 //   mixlab compare --preset psm --tasks s5 --mixers tpsm:c=1,attention,local:8,mamba
 //   mixlab compare --tasks copy --sweep copy=4-32/4  # error against length after training
 //   mixlab compare --preset mad                      # MAD's tasks + selective copy + induction, every family
+//   mixlab compare --preset mad --resume             # after an interruption: keeps the runs that finished
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "commands.h"
+#include "mixlab/core/atomic_file.h"
+#include "mixlab/core/dir_lock.h"
 #include "mixlab/core/error.h"
 #include "mixlab/train/compare_report.h"
 
@@ -34,6 +38,7 @@ struct CompareArgs {
   int64_t sweep_rows = 256;
   std::string lrs;  // --lr 1e-3,3e-3
   bool quiet = false;
+  bool resume = false;
 };
 
 std::vector<std::string> split_list(const std::string& s, const char* what);
@@ -114,7 +119,28 @@ void run_compare(const CompareArgs& a) {
     o.sweep_lengths[task] = length_list_parse(item.substr(eq + 1), fmt::format("compare: --sweep {}", task));
   }
   o.sweep_rows = a.sweep_rows;
+  o.resume = a.resume;
+  // The output directory is this command's while it runs: a second compare into it (which would
+  // mix two runs' checkpoints and records) gets "in use by pid N". Taken once everything is
+  // validated, so a rejected compare creates nothing.
+  std::optional<DirLock> lock;
+  o.before_first_write = [&](const std::string& out) {
+    std::error_code ec;
+    std::filesystem::create_directories(out, ec);
+    MIXLAB_CHECK_IO(!ec, "compare: --out '{}': cannot create the directory: {}", out, ec.message());
+    lock.emplace(out, "compare directory");
+    for (const std::string& dir : {out, out + "/runs"}) {
+      // A compare killed inside a write left its temporary file; holding the lock, none is live.
+      const int64_t stale = std::filesystem::is_directory(dir) ? remove_stale_temp_files(dir) : 0;
+      if (stale > 0 && !a.quiet)
+        std::cerr << fmt::format("compare: removed {} stale temporary file(s) in {}\n", stale, dir);
+    }
+  };
   const CompareReport rep = compare_run(o);
+  if (a.resume)
+    std::cout << fmt::format(
+        "compare --resume: of {} runs, {} kept from {}/runs, {} resumed from a checkpoint, {} trained\n", rep.runs,
+        rep.runs_kept, o.out_dir, rep.runs_resumed, rep.runs - rep.runs_kept - rep.runs_resumed);
   std::cout << compare_table_text(rep);
   compare_write(rep, o.out_dir);
   const bool lm = std::find(o.tasks.begin(), o.tasks.end(), "lm") != o.tasks.end();
@@ -171,6 +197,9 @@ void cmd_compare_register(CLI::App& app) {
                   "Learning-rate sweep, e.g. 1e-3,3e-3,1e-2: every run at each rate; per mixer and task the best on a "
                   "validation split is reported on the test split, with the rate in the table (also --set lr=A,B)");
   sub->add_flag("--quiet", args->quiet, "No progress lines");
+  sub->add_flag("--resume", args->resume,
+                "Keep the runs an earlier compare into --out finished (their records and checkpoints in OUT/runs) and "
+                "resume the ones it left with a checkpoint; the table equals an uninterrupted compare's");
   sub->callback([args] { run_compare(*args); });
 }
 

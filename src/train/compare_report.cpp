@@ -340,10 +340,15 @@ std::string compare_table_text(const CompareReport& rep) {
   out += fmt::format(
       "time/tok = max past positions read per token, cache = max positions kept, path = max shortest path,\n"
       "congestion = copy routing bounds — all measured by the analysis at T = {} (0-based rows). Accuracy = held-out\n"
-      "token accuracy on scored positions{}{}. Preset '{}', {:.0f} s in total, {} run(s) at a time.\n"
+      "token accuracy on scored positions{}{}. Preset '{}', {:.0f} s in total, {} run(s) at a time{}.\n"
       "Native kernels: {}; BLAS: {}.\n",
       T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "",
       rep.seeds > 1 ? fmt::format("; mean (min..max) over {} seeds", rep.seeds) : "", rep.preset, rep.seconds, rep.jobs,
+      rep.runs_kept + rep.runs_resumed > 0
+          ? fmt::format(" ({} of {} runs kept from an earlier compare, {} resumed from a checkpoint: the seconds are "
+                        "this command's)",
+                        rep.runs_kept, rep.runs, rep.runs_resumed)
+          : std::string(),
       rep.native_kernels.empty() ? "unknown" : rep.native_kernels, rep.blas.empty() ? "unknown" : rep.blas);
   // Tasks trained at different widths (table1's copy tier needs d_model 128): say which.
   std::map<int64_t, std::vector<std::string>> by_width;
@@ -572,6 +577,9 @@ void compare_write(const CompareReport& rep, const std::string& dir) {
                     {"tasks", rep.tasks},
                     {"seconds", rep.seconds},
                     {"jobs", rep.jobs},
+                    {"runs", rep.runs},
+                    {"runs_kept", rep.runs_kept},
+                    {"runs_resumed", rep.runs_resumed},
                     {"seeds", rep.seeds},
                     {"lrs", rep.lrs},
                     {"native_kernels", rep.native_kernels},

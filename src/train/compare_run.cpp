@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "mixlab/analysis/analyze.h"
@@ -20,6 +21,7 @@
 #include "mixlab/model/init_lock.h"
 #include "mixlab/registry/layer_specs.h"
 #include "mixlab/train/compare.h"
+#include "mixlab/train/compare_run_record.h"
 #include "mixlab/train/trainer.h"
 
 namespace mixlab {
@@ -27,13 +29,6 @@ namespace {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-std::string file_safe(const std::string& s) {
-  std::string r = s;
-  for (char& c : r)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
-  return r;
-}
 
 // The check `train` makes too (check_mixer_layer_specs), so that every spec error (unknown family, bad
 // parameters, a pattern the kernel rejects at this width) surfaces before any training.
@@ -246,7 +241,6 @@ CompareReport compare_run(const CompareOptions& o) {
       if (t != "lm") rep.d_model_by_task[t] = c.d_model;  // lm's width is matched per mixer (its own column)
     }
   const std::string runs_dir = o.out_dir + "/runs";
-  std::filesystem::create_directories(runs_dir);
   const auto t_all = Clock::now();
 
   // One job per (mixer, task). Jobs run on o.jobs worker threads, each with one intra-op
@@ -265,7 +259,9 @@ CompareReport compare_run(const CompareOptions& o) {
     std::shared_ptr<DecoderModel> model;
     int64_t parameters = 0;
     std::string error;
-    std::vector<LengthError> sweep;  // the task's length sweep, if any
+    std::vector<LengthError> sweep;      // the task's length sweep, if any
+    std::string base;                    // <out>/runs/<compare_run_base>: the run's files, a suffix each
+    bool kept = false, resumed = false;  // --resume: not trained / trained on from a checkpoint
   };
   std::vector<Job> jobs;
   for (size_t m = 0; m < mixers.size(); ++m)
@@ -278,9 +274,28 @@ CompareReport compare_run(const CompareOptions& o) {
           job.seed = sd;
           job.lr = lr;
           job.config = config_of(o.tasks[t], mixers[m], lr);
+          const TrainConfig& c = job.config;
+          job.base =
+              runs_dir + "/" +
+              compare_run_base(mixers[m], o.tasks[t], c.seed + static_cast<uint64_t>(sd), o.seeds > 1, c.lr, lr_sweep);
           jobs.push_back(std::move(job));
         }
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
+  // --resume: every record that is there must describe its run, checked now rather than as a
+  // failed row after hours of the other runs' training.
+  if (o.resume)
+    for (const auto& job : jobs)
+      if (std::filesystem::exists(job.base + ".result.json")) {
+        TrainConfig c = job.config;
+        c.seed += static_cast<uint64_t>(job.seed);
+        compare_run_record_read(job.base + ".result.json", c);
+      }
+  if (o.before_first_write) o.before_first_write(o.out_dir);
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(runs_dir, ec);
+    MIXLAB_CHECK_IO(!ec, "compare: cannot create {}: {}", runs_dir, ec.message());
+  }
   // Largest planned run first: the workers then end together instead of one long run starting
   // last and running alone (the default preset's dense recall run, its longest, was handed out
   // fifth). A run's plan is its tokens, steps x batch x sequence length, times d_model (table1's
@@ -322,31 +337,68 @@ CompareReport compare_run(const CompareOptions& o) {
         job.lr = c.lr;
         const uint64_t rows_seed = c.seed;  // sweep rows: the same for every mixer and seed
         c.seed += static_cast<uint64_t>(job.seed);
+        const std::string record_path = job.base + ".result.json", checkpoint_path = job.base + ".pt";
+        // --resume: a finished run's record (checked against this config) and its checkpoint; an
+        // unfinished one's checkpoint alone. Read before the model exists, outside the init lock.
+        std::optional<CompareRunRecord> kept;
+        std::optional<LoadedCheckpoint> checkpoint;
+        if (o.resume && std::filesystem::exists(record_path)) kept = compare_run_record_read(record_path, c);
+        if (o.resume && (kept || std::filesystem::exists(checkpoint_path))) {
+          checkpoint = checkpoint_read(checkpoint_path);
+          if (kept)
+            MIXLAB_CHECK(checkpoint->step == kept->result.step,
+                         "compare --resume: {} is at step {}, its record {} at step {}; remove both to train the run "
+                         "again",
+                         checkpoint_prefix(checkpoint_path), checkpoint->step, record_path, kept->result.step);
+        } else {
+          // A fresh run: what an earlier compare left under these names no longer describes it.
+          for (const std::string& old : {record_path, checkpoint_path}) {
+            std::error_code ec;
+            std::filesystem::remove(old, ec);
+            MIXLAB_CHECK_IO(!ec, "compare: cannot remove {} of an earlier run: {}", old, ec.message());
+          }
+        }
         std::unique_ptr<Trainer> trainer;
         {
-          std::lock_guard<std::mutex> lock(model_init_mutex());  // the global generator seeds the init
+          // The global generator seeds the init, and a checkpoint restores it: both under the lock.
+          std::lock_guard<std::mutex> lock(model_init_mutex());
           trainer = std::make_unique<Trainer>(c);
+          if (checkpoint) trainer->checkpoint_load(*checkpoint);
         }
         job.parameters = trainer->model().parameter_count();
-        log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps, seed {}{})\n", n + 1, n_jobs, spec,
-                        task, job.parameters, c.steps, c.seed,
-                        lr_sweep ? fmt::format(", lr {:g}", c.lr) : std::string()));
         TrainOptions to;
         to.progress = o.progress;
         to.label = "  " + spec + "/" + task;
-        to.metrics_path = runs_dir + "/" + file_safe(spec) + "_" + task +
-                          (o.seeds > 1 ? fmt::format("_seed{}", c.seed) : std::string()) +
-                          (lr_sweep ? fmt::format("_lr{:g}", c.lr) : std::string()) + ".jsonl";
-        job.result = trainer->run(to);
-        job.test = job.result.eval;
-        if (lr_sweep) {
-          // The run evaluated its report split; the other one completes the pair (lm reports valid).
-          if (task_report_split(c.task) == EvalSplit::kTest) {
-            job.valid = trainer->evaluate(EvalSplit::kValid);
-          } else {
-            job.valid = job.result.eval;
-            job.test = trainer->evaluate(EvalSplit::kTest);
+        to.metrics_path = job.base + ".jsonl";
+        to.checkpoint_path = checkpoint_path;
+        if (kept) {
+          log(fmt::format("compare: run {}/{}: {} on {}: kept from {} (step {}{})\n", n + 1, n_jobs, spec, task,
+                          record_path, kept->result.step, lr_sweep ? fmt::format(", lr {:g}", c.lr) : std::string()));
+          MIXLAB_CHECK(kept->parameters == job.parameters, "{}: the record's model has {} parameters, this build's {}",
+                       record_path, kept->parameters, job.parameters);
+          job.result = kept->result;
+          job.test = kept->test;
+          job.valid = kept->valid;
+          job.kept = true;
+        } else {
+          log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps, seed {}{}{})\n", n + 1, n_jobs, spec,
+                          task, job.parameters, c.steps, c.seed,
+                          lr_sweep ? fmt::format(", lr {:g}", c.lr) : std::string(),
+                          checkpoint ? fmt::format(", resumed at step {}", checkpoint->step) : std::string()));
+          job.resumed = checkpoint.has_value();
+          job.result = trainer->run(to);
+          job.test = job.result.eval;
+          if (lr_sweep) {
+            // The run evaluated its report split; the other one completes the pair (lm reports valid).
+            if (task_report_split(c.task) == EvalSplit::kTest) {
+              job.valid = trainer->evaluate(EvalSplit::kValid);
+            } else {
+              job.valid = job.result.eval;
+              job.test = trainer->evaluate(EvalSplit::kTest);
+            }
           }
+          // Last: a record exists only for a run whose checkpoint and evaluations are complete.
+          compare_run_record_write(record_path, {c, job.result, job.valid, job.test, job.parameters});
         }
         job.model = trainer->model_ptr();
         // The run's curves, read back from its metrics (every line is fsync'ed as written).
@@ -406,6 +458,8 @@ CompareReport compare_run(const CompareOptions& o) {
   }
   if (bug) std::rethrow_exception(bug);
   rep.jobs = workers;
+  rep.runs = n_jobs;
+  for (const auto& job : jobs) rep.runs_kept += job.kept, rep.runs_resumed += job.resumed;
   if (lr_sweep) rep.lrs = o.lrs;
 
   // Rows in mixer order. Decode speed and analysis are measured after training, one at a time,

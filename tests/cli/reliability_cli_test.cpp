@@ -25,6 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 #define MIXLAB_ENOSPC_SHIM MIXLAB_BINARY_DIR "/libmixlab_enospc_shim.so"
+#define MIXLAB_KILL_SHIM MIXLAB_BINARY_DIR "/libmixlab_kill_shim.so"
 
 constexpr int kExitUser = 2, kExitIo = 3, kExitDiverged = 4;
 
@@ -233,6 +234,50 @@ TEST(ReliabilityCli, RunDirIsLocked) {
   EXPECT_FALSE(fs::exists(dir + "/config.json"));
   ::close(fd);  // released: the next run proceeds
   EXPECT_EQ(run(kTiny + "--steps 2 --out " + dir).code, 0);
+}
+
+// compare --resume: a compare SIGKILLed at its K-th file operation (inside a metrics line, a
+// checkpoint or a record, by the kill shim) and then run again with --resume gives the cells of
+// the compare that was never killed; its directory is locked while it runs.
+TEST(ReliabilityCli, KilledCompareResumesToTheSameTable) {
+  const std::string base = temp_dir("compare_resume");
+  const std::string args =
+      "compare --tasks copy,recall --mixers attention,local:4 --jobs 1 --quiet --set steps=12 --set d_model=16 "
+      "--set heads=2 --set layers=1 --set batch=4 --set length=12 --set pairs=3 --set eval_batches=1 "
+      "--set eval_batch=8 --set eval_every=4 --set checkpoint_every=4 --set stop_at=0 --out ";
+  ASSERT_EQ(run(args + base + "/whole").code, 0);
+  // The cells, without what is measured anew each time (seconds, rates, decode speed).
+  auto cells = [](const std::string& dir) {
+    auto doc = nlohmann::json::parse(slurp(dir + "/compare.json"));
+    for (auto& row : doc["rows"])
+      for (const char* k : {"decode_us_per_token", "train_seconds", "train_tokens_per_s"}) row.erase(k);
+    return doc["rows"];
+  };
+  const auto whole = cells(base + "/whole");
+  ASSERT_EQ(whole.size(), 2u);
+  for (int kill_at : {9, 23, 41, 67}) {
+    SCOPED_TRACE("killed at file operation " + std::to_string(kill_at));
+    const std::string out = base + "/cut" + std::to_string(kill_at);
+    const RunResult killed =
+        run_env("MIXLAB_KILL_AT_FILE_OP=" + std::to_string(kill_at) + " LD_PRELOAD=" MIXLAB_KILL_SHIM, args + out);
+    ASSERT_NE(killed.output.find("kill_shim: SIGKILL in"), std::string::npos) << killed.output;
+    ASSERT_NE(killed.code, 0);
+    const RunResult resumed = run(args + out + " --resume");
+    ASSERT_EQ(resumed.code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("compare --resume: of 4 runs"), std::string::npos) << resumed.output;
+    EXPECT_EQ(cells(out), whole);
+    EXPECT_FALSE(has_tmp_files(out + "/runs"));
+  }
+  // Locked: a second compare into a directory in use is an I/O error naming the holder.
+  const std::string dir = base + "/whole";
+  const int fd = ::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const std::string pid = std::to_string(::getpid());
+  ASSERT_EQ(::write(fd, pid.data(), pid.size()), static_cast<ssize_t>(pid.size()));
+  expect_error(run(args + dir + " --resume"), kExitIo, "in use by pid " + pid, "locked compare dir");
+  ::close(fd);
+  fs::remove_all(base);
 }
 
 // Item 12: CLI11 parse errors are one "mixlab: error:" line with the user-error code.

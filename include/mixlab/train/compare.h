@@ -39,7 +39,9 @@
 //            recall/multihop S = 256 with 64 pairs (a GPU-scale budget: days on a CPU)
 //
 // Outputs in out_dir: compare.csv, compare.json, compare.png (grouped bars: accuracy per task),
-// curves_<task>.png, and runs/<mixer>_<task>[_seed<S>][_lr<R>].jsonl (metrics of every run). With length sweeps also
+// curves_<task>.png, and runs/<mixer>_<task>[_seed<S>][_lr<R>].jsonl (metrics of every run), with
+// .pt (its checkpoint) and .result.json (its record) beside it: `--resume` keeps finished runs
+// (mixlab/train/compare_run_record.h). With length sweeps also
 // by_length.csv (mixer, task, seed, length, rows, token_error, answer_error) and
 // by_length_<task>.png (error against length, one line per mixer, mean over seeds).
 //
@@ -75,6 +77,7 @@
 //   induction with 4000 steps" have the curves behind these budgets.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -134,6 +137,15 @@ struct CompareOptions {
   // test split (tasks.h, EvalSplit: for lm the test stream, no longer the valid one). Empty: the
   // preset's rate (which may name one per mixer, compare_preset_lr). Each rate > 0.
   std::vector<double> lrs;
+  // Keep the runs a previous compare into out_dir finished (`--resume`): a run whose record
+  // (<out>/runs/<base>.result.json, mixlab/train/compare_run_record.h) exists is not trained
+  // again, its model is read from its checkpoint; a run with a checkpoint and no record resumes
+  // from that checkpoint. A record or checkpoint of other settings is an error. Without it,
+  // every run trains from its start and replaces what the directory held.
+  bool resume = false;
+  // Called once every option, spec and record is validated, before anything is written under
+  // out_dir (the CLI creates and locks the directory here, so a rejected compare touches nothing).
+  std::function<void(const std::string& out_dir)> before_first_write;
 };
 
 /// One rate's runs of a (mixer, task) in a learning-rate sweep: the validation figure the choice
@@ -209,6 +221,9 @@ struct CompareReport {
   std::vector<double> lrs;                         // the sweep's rates (empty: no sweep)
   std::string native_kernels;  // cpu_isa_name of the instruction set mixlab's kernels ran (mixlab/core/cpu_isa.h)
   std::string blas;            // blas_summary(): the BLAS library and kernels (mixlab/core/blas_info.h)
+  // Runs (mixer, task, rate, seed); with --resume those kept from a previous compare (not
+  // trained) and those resumed from a checkpoint.
+  int64_t runs = 0, runs_kept = 0, runs_resumed = 0;
 };
 
 /// Mean, min and max of one cell over seeds (all 0 for no value).

@@ -1,0 +1,203 @@
+// compare --resume (mixlab/train/compare_run_record.h): an interrupted compare keeps the runs it
+// finished and resumes the ones it left with a checkpoint, and its table equals the table of a
+// compare that was never interrupted; records of other settings or damaged ones are errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "mixlab/core/error.h"
+#include "mixlab/model/init_lock.h"
+#include "mixlab/train/compare.h"
+#include "mixlab/train/compare_report.h"
+#include "mixlab/train/compare_run_record.h"
+#include "mixlab/train/run_metrics.h"
+
+namespace mixlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+CompareOptions resume_options(const fs::path& dir) {
+  CompareOptions o;
+  o.tasks = {"copy", "multihop"};
+  o.mixers = {"attention", "local:4"};
+  o.overrides = {{"steps", 12},      {"d_model", 16},      {"heads", 2},      {"layers", 1},
+                 {"batch", 4},       {"length", 12},       {"pairs", 3},      {"eval_batches", 1},
+                 {"eval_batch", 8},  {"eval_every", 4},    {"log_every", 4},  {"checkpoint_every", 4}};
+  o.out_dir = dir.string();
+  o.progress = false;
+  o.jobs = 2;
+  o.sweep_lengths = {{"copy", {8, 12}}};  // read from each run's model: a kept run's must be its weights
+  return o;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void expect_same_cells(const CompareReport& a, const CompareReport& b) {
+  ASSERT_EQ(a.rows.size(), b.rows.size());
+  for (size_t r = 0; r < a.rows.size(); ++r) {
+    SCOPED_TRACE(a.rows[r].mixer);
+    ASSERT_TRUE(a.rows[r].ran) << a.rows[r].note;
+    ASSERT_TRUE(b.rows[r].ran) << b.rows[r].note;
+    EXPECT_EQ(a.rows[r].token_acc, b.rows[r].token_acc);  // bit for bit
+    EXPECT_EQ(a.rows[r].answer_acc, b.rows[r].answer_acc);
+    EXPECT_EQ(a.rows[r].eval_loss, b.rows[r].eval_loss);
+    EXPECT_EQ(a.rows[r].chain_acc, b.rows[r].chain_acc);
+    EXPECT_EQ(a.rows[r].hop_acc, b.rows[r].hop_acc);
+    EXPECT_EQ(a.rows[r].steps_trained, b.rows[r].steps_trained);
+    EXPECT_EQ(a.rows[r].parameters_by_task, b.rows[r].parameters_by_task);
+    ASSERT_EQ(a.rows[r].sweep.at("copy").size(), 1u);
+    ASSERT_EQ(b.rows[r].sweep.at("copy").size(), 1u);
+    for (size_t k = 0; k < a.rows[r].sweep.at("copy")[0].size(); ++k) {
+      EXPECT_EQ(a.rows[r].sweep.at("copy")[0][k].token_error, b.rows[r].sweep.at("copy")[0][k].token_error);
+      EXPECT_EQ(a.rows[r].sweep.at("copy")[0][k].answer_error, b.rows[r].sweep.at("copy")[0][k].answer_error);
+    }
+    for (const auto& [task, curves] : a.rows[r].eval_curves) {
+      ASSERT_EQ(curves.size(), b.rows[r].eval_curves.at(task).size());
+      EXPECT_EQ(curves[0].step, b.rows[r].eval_curves.at(task)[0].step) << task;
+      EXPECT_EQ(curves[0].value, b.rows[r].eval_curves.at(task)[0].value) << task;
+      EXPECT_EQ(a.rows[r].loss_curves.at(task)[0].value, b.rows[r].loss_curves.at(task)[0].value) << task;
+    }
+  }
+}
+
+// Four runs, left as an interruption leaves them: one finished (kept), one killed after its last
+// checkpoint and before its record (resumed at its last step), one killed mid-run (resumed from
+// step 8 of 12), one never started (trained). The resumed compare's cells and curves equal those
+// of the compare that was never interrupted, and the finished run is not trained again.
+TEST(CompareResume, KeepsFinishedRunsResumesTheRestAndGivesTheSameTable) {
+  const fs::path dir = fs::temp_directory_path() / "mixlab_compare_resume";
+  fs::remove_all(dir);
+  CompareOptions o = resume_options(dir / "whole");
+  const CompareReport whole = compare_run(o);
+  EXPECT_EQ(whole.runs, 4);
+  EXPECT_EQ(whole.runs_kept, 0);
+  for (const char* base : {"attention_copy", "local_4_copy", "attention_multihop", "local_4_multihop"})
+    for (const char* suffix : {".jsonl", ".pt", ".result.json"})
+      EXPECT_TRUE(fs::exists(dir / "whole" / "runs" / (std::string(base) + suffix))) << base << suffix;
+
+  o.out_dir = (dir / "cut").string();
+  fs::copy(dir / "whole", dir / "cut", fs::copy_options::recursive);
+  const fs::path runs = dir / "cut" / "runs";
+  // Killed between the final checkpoint and the record.
+  fs::remove(runs / "attention_copy.result.json");
+  // Killed mid-run: train local:4 on copy to step 8 under compare's config, as its worker would.
+  fs::remove(runs / "local_4_copy.result.json");
+  {
+    TrainConfig c = compare_config(o.preset, "copy", "local:4", o.overrides);
+    c.row_groups = 1;  // compare's choice (compare_run.cpp)
+    std::unique_ptr<Trainer> t;
+    {
+      std::lock_guard<std::mutex> lock(model_init_mutex());
+      t = std::make_unique<Trainer>(c);
+    }
+    TrainOptions to;
+    to.progress = false;
+    to.until = 8;
+    to.checkpoint_path = (runs / "local_4_copy.pt").string();
+    to.metrics_path = (runs / "local_4_copy.jsonl").string();
+    t->run(to);
+  }
+  EXPECT_EQ(checkpoint_read((runs / "local_4_copy.pt").string()).step, 8);
+  // Never started.
+  for (const char* suffix : {".jsonl", ".pt", ".result.json"}) fs::remove(runs / (std::string("local_4_multihop") + suffix));
+  const std::string kept_metrics = read_text(runs / "attention_multihop.jsonl");
+  const std::string partial = read_text(runs / "local_4_copy.jsonl");
+  const std::string partial_first = partial.substr(0, partial.find('\n'));
+
+  o.resume = true;
+  const CompareReport resumed = compare_run(o);
+  EXPECT_EQ(resumed.runs, 4);
+  EXPECT_EQ(resumed.runs_kept, 1);
+  EXPECT_EQ(resumed.runs_resumed, 2);
+  EXPECT_EQ(read_text(runs / "attention_multihop.jsonl"), kept_metrics) << "a kept run is not trained again";
+  // The run cut at step 8 went on from there: its metrics keep the cut run's lines (their seconds
+  // are that run's) and go on to step 12.
+  const std::string went_on = read_text(runs / "local_4_copy.jsonl");
+  EXPECT_EQ(went_on.substr(0, went_on.find('\n')), partial_first);
+  EXPECT_NE(went_on.find("\"step\":12"), std::string::npos) << went_on;
+  expect_same_cells(whole, resumed);
+  const std::string text = compare_table_text(resumed);
+  EXPECT_NE(text.find("1 of 4 runs kept from an earlier compare, 2 resumed from a checkpoint"), std::string::npos)
+      << text;
+
+  // A second --resume keeps all four.
+  const CompareReport again = compare_run(o);
+  EXPECT_EQ(again.runs_kept, 4);
+  expect_same_cells(whole, again);
+  fs::remove_all(dir);
+}
+
+// A record of other settings, a damaged record and a checkpoint whose step disagrees with its
+// record are errors naming the file and what differs; nothing is trained over them.
+TEST(CompareResume, RefusesRecordsOfOtherSettingsAndDamagedOnes) {
+  const fs::path dir = fs::temp_directory_path() / "mixlab_compare_resume_bad";
+  fs::remove_all(dir);
+  CompareOptions o = resume_options(dir);
+  o.tasks = {"copy"};
+  o.mixers = {"attention"};
+  compare_run(o);
+  const fs::path record = dir / "runs" / "attention_copy.result.json";
+  const std::string good = read_text(record);
+  o.resume = true;
+  auto expect_error = [&](const CompareOptions& opt, const std::string& part) {
+    try {
+      const CompareReport rep = compare_run(opt);
+      ADD_FAILURE() << "expected an error containing: " << part << "; row note: " << rep.rows.at(0).note;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(record.string()), std::string::npos) << e.what();
+    }
+  };
+  CompareOptions other = o;
+  other.overrides["lr"] = 0.0123;
+  expect_error(other, "was trained with other settings ('lr': ");
+  EXPECT_EQ(read_text(record), good) << "a refused record is left as it was";
+
+  std::string damaged = good;
+  damaged[damaged.find("\"token_acc\": ") + 13] ^= 1;  // a digit of an accuracy: 0 <-> 1, 2 <-> 3, ...
+  {
+    std::ofstream out(record, std::ios::binary | std::ios::trunc);
+    out << damaged;
+  }
+  expect_error(o, "does not match its record");
+  {
+    std::ofstream out(record, std::ios::binary | std::ios::trunc);
+    out << good.substr(0, good.size() / 2);
+  }
+  expect_error(o, "not JSON");
+
+  // The record is whole again, but the checkpoint beside it is another run's (8 steps, the
+  // record's 12): the run fails and its row says why, since neither file can be trusted.
+  {
+    std::ofstream out(record, std::ios::binary | std::ios::trunc);
+    out << good;
+  }
+  CompareOptions shorter = o;
+  shorter.resume = false;
+  shorter.overrides["steps"] = 8;
+  shorter.out_dir = (dir / "eight").string();
+  compare_run(shorter);
+  fs::copy_file(dir / "eight" / "runs" / "attention_copy.pt", dir / "runs" / "attention_copy.pt",
+                fs::copy_options::overwrite_existing);
+  const CompareReport rep = compare_run(o);
+  ASSERT_FALSE(rep.rows.at(0).ran);
+  EXPECT_NE(rep.rows[0].note.find("is at step 8, its record"), std::string::npos) << rep.rows[0].note;
+  fs::remove_all(dir);
+}
+
+TEST(CompareResume, RunBaseNamesEveryRunApart) {
+  EXPECT_EQ(compare_run_base("resolvent:pow2+cache", "copy", 0, false, 1e-3, false), "resolvent_pow2_cache_copy");
+  EXPECT_EQ(compare_run_base("ssm*3|attention", "recall", 7, true, 3e-3, true), "ssm_3_attention_recall_seed7_lr0.003");
+}
+
+}  // namespace
+}  // namespace mixlab
