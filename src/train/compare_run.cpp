@@ -209,6 +209,10 @@ CompareReport compare_run(const CompareOptions& o) {
     // Each run on one row group unless the user asks (--set row_groups=N): automatic groups
     // follow the thread count, which --jobs changes, and the table must not depend on --jobs.
     if (c.row_groups == 0) c.row_groups = 1;
+    // A checkpoint at every held-out evaluation unless the user sets checkpoint_every: an
+    // interrupted compare then resumes a long run (preset mad's 16000 steps, about 30 min here)
+    // from its last evaluation, not from its start. Saving reads the generator, changes nothing.
+    if (c.checkpoint_every == 0 && !ov.contains("checkpoint_every")) c.checkpoint_every = c.eval_every;
     auto sweep = o.sweep_lengths.find(task);
     if (sweep != o.sweep_lengths.end()) {
       // The model must hold the longest swept sequence (length generalisation beyond training).

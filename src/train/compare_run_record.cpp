@@ -1,9 +1,9 @@
 // One finished compare run on disk (mixlab/train/compare_run_record.h).
 #include "mixlab/train/compare_run_record.h"
 
-#include <cctype>
 #include <fmt/format.h>
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 #include "mixlab/core/atomic_file.h"
@@ -87,18 +87,11 @@ std::string compare_run_base(const std::string& mixer_spec, const std::string& t
 
 void compare_run_record_write(const std::string& path, const CompareRunRecord& r) {
   const TrainResult& t = r.result;
-  const json body = {{"config", config_to_json(r.config)},
-                     {"parameters", r.parameters},
-                     {"step", t.step},
-                     {"last_loss", t.last_loss},
-                     {"last_acc", t.last_acc},
-                     {"eval", eval_to_json(t.eval)},
-                     {"tokens_per_s", t.tokens_per_s},
-                     {"seconds", t.seconds},
-                     {"skipped_steps", t.skipped_steps},
-                     {"stopped_early", t.stopped_early},
-                     {"valid", eval_to_json(r.valid)},
-                     {"test", eval_to_json(r.test)}};
+  const json body = {
+      {"config", config_to_json(r.config)}, {"parameters", r.parameters},     {"step", t.step},
+      {"last_loss", t.last_loss},           {"last_acc", t.last_acc},         {"eval", eval_to_json(t.eval)},
+      {"tokens_per_s", t.tokens_per_s},     {"seconds", t.seconds},           {"skipped_steps", t.skipped_steps},
+      {"stopped_early", t.stopped_early},   {"valid", eval_to_json(r.valid)}, {"test", eval_to_json(r.test)}};
   const std::string text = body.dump();
   const json doc = {{"format", kFormat},
                     {"version", kVersion},

@@ -244,8 +244,11 @@ TEST(ReliabilityCli, KilledCompareResumesToTheSameTable) {
   const std::string args =
       "compare --tasks copy,recall --mixers attention,local:4 --jobs 1 --quiet --set steps=12 --set d_model=16 "
       "--set heads=2 --set layers=1 --set batch=4 --set length=12 --set pairs=3 --set eval_batches=1 "
-      "--set eval_batch=8 --set eval_every=4 --set checkpoint_every=4 --set stop_at=0 --out ";
+      "--set eval_batch=8 --set eval_every=4 --set stop_at=0 --out ";
   ASSERT_EQ(run(args + base + "/whole").code, 0);
+  // Compare checkpoints each run at its evaluations (checkpoint_every = eval_every) unless told.
+  const auto record = nlohmann::json::parse(slurp(base + "/whole/runs/attention_copy.result.json"));
+  EXPECT_EQ(record["record"]["config"]["checkpoint_every"], 4);
   // The cells, without what is measured anew each time (seconds, rates, decode speed).
   auto cells = [](const std::string& dir) {
     auto doc = nlohmann::json::parse(slurp(dir + "/compare.json"));

@@ -24,9 +24,9 @@ CompareOptions resume_options(const fs::path& dir) {
   CompareOptions o;
   o.tasks = {"copy", "multihop"};
   o.mixers = {"attention", "local:4"};
-  o.overrides = {{"steps", 12},      {"d_model", 16},      {"heads", 2},      {"layers", 1},
-                 {"batch", 4},       {"length", 12},       {"pairs", 3},      {"eval_batches", 1},
-                 {"eval_batch", 8},  {"eval_every", 4},    {"log_every", 4},  {"checkpoint_every", 4}};
+  o.overrides = {{"steps", 12},     {"d_model", 16},   {"heads", 2},     {"layers", 1},
+                 {"batch", 4},      {"length", 12},    {"pairs", 3},     {"eval_batches", 1},
+                 {"eval_batch", 8}, {"eval_every", 4}, {"log_every", 4}, {"checkpoint_every", 4}};
   o.out_dir = dir.string();
   o.progress = false;
   o.jobs = 2;
@@ -108,7 +108,8 @@ TEST(CompareResume, KeepsFinishedRunsResumesTheRestAndGivesTheSameTable) {
   }
   EXPECT_EQ(checkpoint_read((runs / "local_4_copy.pt").string()).step, 8);
   // Never started.
-  for (const char* suffix : {".jsonl", ".pt", ".result.json"}) fs::remove(runs / (std::string("local_4_multihop") + suffix));
+  for (const char* suffix : {".jsonl", ".pt", ".result.json"})
+    fs::remove(runs / (std::string("local_4_multihop") + suffix));
   const std::string kept_metrics = read_text(runs / "attention_multihop.jsonl");
   const std::string partial = read_text(runs / "local_4_copy.jsonl");
   const std::string partial_first = partial.substr(0, partial.find('\n'));

@@ -140,7 +140,8 @@ struct CompareOptions {
   // Keep the runs a previous compare into out_dir finished (`--resume`): a run whose record
   // (<out>/runs/<base>.result.json, mixlab/train/compare_run_record.h) exists is not trained
   // again, its model is read from its checkpoint; a run with a checkpoint and no record resumes
-  // from that checkpoint. A record or checkpoint of other settings is an error. Without it,
+  // from that checkpoint (written at every eval_every evaluation unless checkpoint_every is
+  // set). A record or checkpoint of other settings is an error. Without it,
   // every run trains from its start and replaces what the directory held.
   bool resume = false;
   // Called once every option, spec and record is validated, before anything is written under

@@ -22,10 +22,10 @@
 namespace mixlab {
 
 struct CompareRunRecord {
-  TrainConfig config;   // the run's config (its seed offset applied)
-  TrainResult result;   // result.eval is the evaluation the run ended with
-  EvalResult valid;     // with an lr sweep: the validation split's evaluation (else unused)
-  EvalResult test;      // the split the cells report
+  TrainConfig config;  // the run's config (its seed offset applied)
+  TrainResult result;  // result.eval is the evaluation the run ended with
+  EvalResult valid;    // with an lr sweep: the validation split's evaluation (else unused)
+  EvalResult test;     // the split the cells report
   int64_t parameters = 0;
 };
 
