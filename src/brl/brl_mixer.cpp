@@ -9,6 +9,7 @@
 
 #include "mixlab/attention/block_attention.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/shown_text.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/mixer/parameter_budget.h"
 
@@ -328,8 +329,21 @@ MemoryOutput BrlMixer::forward_memory(const torch::Tensor& x, const torch::Tenso
 std::unique_ptr<MixerState> BrlMixer::init_state(int64_t batch) {
   MIXLAB_CHECK(batch > 0, "{}: init_state batch must be > 0, got {}", spec(), batch);
   auto s = std::make_unique<BrlState>();
-  s->local = local_->init_state(batch);
-  s->block_inputs = torch::zeros({batch, opt_.hist, dims_.d_model}, ct0_.options().requires_grad(false));
+  // The state holds the last hist inputs of each sequence by definition (F_comp reads them at each
+  // block boundary), so a large hist (or w, which sets it by default) costs its memory here; a
+  // failed allocation names what asked for it instead of LibTorch's allocator.
+  try {
+    s->block_inputs = torch::zeros({batch, opt_.hist, dims_.d_model}, ct0_.options().requires_grad(false));
+  } catch (const std::exception& e) {
+    const double bytes = static_cast<double>(batch) * static_cast<double>(opt_.hist) *
+                         static_cast<double>(dims_.d_model) * static_cast<double>(ct0_.element_size());
+    MIXLAB_CHECK_IO(false,
+                    "{}: init_state: the decode state holds the last hist = {} inputs of each of the {} sequences "
+                    "({} x {} x {} numbers, {:.3g} GB) and that memory could not be allocated ({}); lower hist (or w, "
+                    "which sets it) or the batch",
+                    spec(), opt_.hist, batch, batch, opt_.hist, dims_.d_model, bytes / 1e9, shown_text(e.what(), 160));
+  }
+  s->local = local_->init_state(batch);  // after the history buffer, usually the larger one
   return s;
 }
 

@@ -217,6 +217,32 @@ TEST(BrlMixer, ABlockLongerThanTheSequenceCostsTheSequence) {
   EXPECT_LT(peak_rss_mib() - peak_before, 128.0) << "the forward allocated the block's rows, not the sequence's";
 }
 
+// A decode state holds the last hist inputs of each sequence by definition; when that memory
+// cannot be had, init_state says what asked for it (hist, the batch, the bytes) as an I/O error
+// (the CLI's out-of-memory exit), not as the allocator's message. Here 2^24 x 2^24 x 8 floats,
+// 2^53 bytes, which no allocator grants. Skipped under AddressSanitizer, whose allocator aborts
+// on a request that size instead of failing it.
+TEST(BrlMixer, ADecodeStateTooLargeToHoldNamesHist) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan aborts on an allocation of 2^53 bytes";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "ASan aborts on an allocation of 2^53 bytes";
+#endif
+#endif
+  auto mixer = make("w=4:m=2:block=16:hist=16777216");
+  try {
+    mixer->init_state(int64_t{1} << 24);
+    ADD_FAILURE() << "a 2^53-byte decode state must not be granted";
+  } catch (const IoError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("hist = 16777216 inputs of each of the 16777216 sequences"), std::string::npos) << what;
+    EXPECT_NE(what.find("9.01e+06 GB"), std::string::npos) << what;
+    EXPECT_NE(what.find("lower hist"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
+  }
+}
+
 // One layer: token t hears token j through F_gen iff t-j <= W, and through the compressed tokens
 // iff j lies in the block just before t's block. So the reach goes beyond the window, and the
 // single-layer memory is exactly the previous block (the stack extends it per layer).
