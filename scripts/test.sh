@@ -23,6 +23,6 @@ if [ "${MIXLAB_SANITIZE_TESTS:-0}" = "1" ]; then
     ctest --test-dir build-asan --output-on-failure -j "$(nproc)" --timeout 900 \
     -L "^($(echo $areas | tr ' ' '|'))\$"
   # 3 s of fuzzing per target (+ about 3 s each to start LibTorch under load): under a minute.
-  echo "== fuzz targets, a bounded run (scripts/fuzz.sh: 9 targets x 3 s)"
+  echo "== fuzz targets, a bounded run (scripts/fuzz.sh: 10 targets x 3 s)"
   bash scripts/fuzz.sh all 3
 fi

@@ -3,12 +3,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <climits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
+#include <vector>
 
 #include "mixlab/core/atomic_file.h"
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/shown_text.h"
 
 namespace mixlab {
 namespace {
@@ -34,18 +39,38 @@ json eval_to_json(const EvalResult& e) {
           {"scored_bytes", e.scored_bytes}};
 }
 
-// Reads `key` of `j` as T, or fails naming the record's path and the key.
+// Reads `key` of `j` as T, or fails naming the record's path and the key. Strict: an integer
+// field takes only a JSON integer in int64_t's range, a number field any finite number (JSON has
+// no NaN), so no value is converted on the way in.
 template <typename T>
-T field(const json& j, const char* key, const std::string& where) {
-  MIXLAB_CHECK(j.is_object() && j.contains(key), "{}: field '{}' is missing", where, key);
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    MIXLAB_FAIL("{}: field '{}' has the wrong type: {}", where, key, j.at(key).dump());
+bool has_type(const json& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v.is_boolean();
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
+  } else if constexpr (std::is_same_v<T, double>) {
+    return v.is_number();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v.is_string();
+  } else {  // std::vector<E>
+    return v.is_array() &&
+           std::all_of(v.begin(), v.end(), [](const json& e) { return has_type<typename T::value_type>(e); });
   }
 }
 
-EvalResult eval_from_json(const json& j, const std::string& where) {
+template <typename T>
+T field(const json& j, const char* key, const std::string& where) {
+  MIXLAB_CHECK(j.is_object() && j.contains(key), "{}: field '{}' is missing", where, key);
+  const json& v = j.at(key);
+  MIXLAB_CHECK(has_type<T>(v), "{}: field '{}' has the wrong type: {}", where, key, shown_text(v.dump()));
+  return v.get<T>();
+}
+
+EvalResult eval_from_json(const json& record, const char* key, const std::string& path) {
+  MIXLAB_CHECK(record.contains(key) && record.at(key).is_object(), "{}: field '{}' is missing or not an object", path,
+               key);
+  const json& j = record.at(key);
+  const std::string where = path + " " + key;
   EvalResult e;
   e.loss = field<double>(j, "loss", where);
   e.token_acc = field<double>(j, "token_acc", where);
@@ -67,10 +92,10 @@ EvalResult eval_from_json(const json& j, const std::string& where) {
 std::string first_difference(const json& there, const json& now) {
   for (const auto& [key, value] : now.items())
     if (!there.contains(key) || there.at(key) != value)
-      return fmt::format("'{}': {} there, {} now", key, there.contains(key) ? there.at(key).dump() : "(absent)",
-                         value.dump());
+      return fmt::format("'{}': {} there, {} now", key,
+                         there.contains(key) ? shown_text(there.at(key).dump()) : "(absent)", shown_text(value.dump()));
   for (const auto& [key, value] : there.items())
-    if (!now.contains(key)) return fmt::format("'{}': {} there, absent now", key, value.dump());
+    if (!now.contains(key)) return fmt::format("'{}': {} there, absent now", shown_text(key), shown_text(value.dump()));
   return "";
 }
 
@@ -106,12 +131,13 @@ CompareRunRecord compare_run_record_read(const std::string& path, const TrainCon
   json doc;
   try {
     doc = json::parse(bytes);
-  } catch (const json::parse_error& e) {
-    MIXLAB_FAIL("{}: not JSON ({}); the file is damaged: remove it and the run trains again", where, e.what());
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1E890
+    MIXLAB_FAIL("{}: not JSON ({}); the file is damaged: remove it and the run trains again", where,
+                shown_text(e.what(), 200));
   }
   MIXLAB_CHECK(doc.is_object(), "{}: expected a JSON object, got {}", where, doc.type_name());
   const auto format = field<std::string>(doc, "format", where);
-  MIXLAB_CHECK(format == kFormat, "{}: format '{}', expected '{}'", where, format, kFormat);
+  MIXLAB_CHECK(format == kFormat, "{}: format '{}', expected '{}'", where, shown_text(format), kFormat);
   const auto version = field<int64_t>(doc, "version", where);
   MIXLAB_CHECK(version == kVersion, "{}: version {}, this build reads version {}", where, version, kVersion);
   MIXLAB_CHECK(doc.contains("record") && doc.at("record").is_object(), "{}: field 'record' is missing", where);
@@ -121,8 +147,9 @@ CompareRunRecord compare_run_record_read(const std::string& path, const TrainCon
   MIXLAB_CHECK(checksum == computed,
                "{}: checksum {} does not match its record ({}); the file is damaged: remove it and the run trains "
                "again",
-               where, checksum, computed);
-  MIXLAB_CHECK(body.contains("config"), "{}: field 'config' is missing", where);
+               where, shown_text(checksum), computed);
+  MIXLAB_CHECK(body.contains("config") && body.at("config").is_object(),
+               "{}: field 'config' is missing or not an object", where);
   const json now = config_to_json(expected);
   const std::string diff = first_difference(body.at("config"), now);
   MIXLAB_CHECK(diff.empty(),
@@ -138,14 +165,13 @@ CompareRunRecord compare_run_record_read(const std::string& path, const TrainCon
                expected.steps);
   t.last_loss = field<double>(body, "last_loss", where);
   t.last_acc = field<double>(body, "last_acc", where);
-  t.eval = eval_from_json(body.at("eval"), where + " eval");
+  t.eval = eval_from_json(body, "eval", where);
   t.tokens_per_s = field<double>(body, "tokens_per_s", where);
   t.seconds = field<double>(body, "seconds", where);
   t.skipped_steps = field<int64_t>(body, "skipped_steps", where);
   t.stopped_early = field<bool>(body, "stopped_early", where);
-  MIXLAB_CHECK(body.contains("valid") && body.contains("test"), "{}: field 'valid' or 'test' is missing", where);
-  r.valid = eval_from_json(body.at("valid"), where + " valid");
-  r.test = eval_from_json(body.at("test"), where + " test");
+  r.valid = eval_from_json(body, "valid", where);
+  r.test = eval_from_json(body, "test", where);
   return r;
 }
 

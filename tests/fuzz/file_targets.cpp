@@ -1,8 +1,9 @@
-// The fuzz targets of the two formats behind a checksum (tests/fuzz/fuzz_target.h): training
-// checkpoints (checkpoint_read, then the weights, optimiser and RNG state loaded) and decode
-// states (state_decode, then the state loaded into its mixer and stepped once). Each runs on the
-// bytes as given and again with the checksum repaired, so mutations reach what the checksum
-// guards. Also the writers of their seeds.
+// The fuzz targets of the three formats behind a checksum (tests/fuzz/fuzz_target.h): training
+// checkpoints (checkpoint_read, then the weights, optimiser and RNG state loaded), decode
+// states (state_decode, then the state loaded into its mixer and stepped once) and compare's run
+// records (compare_run_record_read against the config they must match). Each runs on the bytes
+// as given and again with the checksum repaired, so mutations reach what the checksum guards.
+// Also the writers of their seeds.
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_target.h"
 #include "fuzz/scratch_file.h"
@@ -18,6 +20,7 @@
 #include "mixlab/mixer/state_io.h"
 #include "mixlab/registry/registry.h"
 #include "mixlab/train/checkpoint.h"
+#include "mixlab/train/compare_run_record.h"
 
 namespace mixlab::fuzz {
 namespace {
@@ -156,6 +159,55 @@ std::string fuzz_decode_state_seed(const std::string& spec, int64_t steps) {
   auto state = mixer->init_state(1);
   for (int64_t t = 0; t < steps; ++t) (void)mixer->step(*state, torch::randn({1, decode_state_dims().d_model}));
   return state_encode(mixer->state_record(*state));
+}
+
+// compare's run records: the config every fuzzed record is read against, that of the seed.
+TrainConfig compare_record_config() {
+  TrainConfig c = checkpoint_seed_config();
+  c.eval_every = 1;
+  c.checkpoint_every = 1;
+  return c;
+}
+
+void fuzz_compare_record(std::string_view bytes) {
+  auto read = [](std::string_view b) {
+    const CompareRunRecord r = compare_run_record_read(scratch_file_write(b, ".result.json"), compare_record_config());
+    (void)r.result.eval.hop_acc.size();
+  };
+  // The checksum is of the "record" member as nlohmann dumps it: recomputed when the bytes parse
+  // as an object with one, so mutations of the record's fields get past the check.
+  std::string repaired(bytes);
+  try {
+    auto doc = nlohmann::json::parse(bytes);
+    if (doc.is_object() && doc.contains("record")) {
+      doc["checksum"] = fmt::format("{:016x}", checksum64(doc.at("record").dump()));
+      repaired = doc.dump();
+    }
+  } catch (const nlohmann::json::exception&) {
+    // Not JSON (or not dumpable): only the bytes as given.
+  }
+  if (repaired == bytes) return read(bytes);
+  fuzz_run_step("compare_record (as given)", [&] { read(bytes); });
+  read(repaired);
+}
+
+std::string fuzz_compare_record_seed() {
+  CompareRunRecord r;
+  r.config = compare_record_config();
+  r.parameters = 123;
+  r.result.step = 3;
+  r.result.last_loss = 1.25;
+  r.result.last_acc = 0.5;
+  r.result.eval.loss = 1.5;
+  r.result.eval.token_acc = 0.375;
+  r.result.eval.hop_acc = {0.5, 0.25};
+  r.result.eval.hop_queries = {8, 4};
+  r.result.tokens_per_s = 1000;
+  r.result.seconds = 2;
+  r.test = r.result.eval;
+  const std::string& path = scratch_file_write("", ".seed.result.json");
+  compare_run_record_write(path, r);
+  return file_read(path, int64_t{1} << 20, "compare record seed");
 }
 
 }  // namespace mixlab::fuzz

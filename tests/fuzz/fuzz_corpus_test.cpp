@@ -105,6 +105,7 @@ std::vector<std::pair<std::string, std::string>> writer_seeds(const std::string&
             {"valid-03.npz", npz_inputs_labels(1, 2, {1, 2}, {2, -100})},
             {"valid-04.npz", zip_bytes({{"inputs.npy", npy_i64(1, 2, {3, 4}), true},
                                         {"labels.npy", npy_bytes("<i4", "(1, 2)", le_bytes<int32_t>({4, 5})), true}})}};
+  if (target == "compare_record") return {{"valid-00.json", fuzz_compare_record_seed()}};
   if (target == "token_bin")
     return {{"valid-00.bin", le_bytes<uint16_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13})},
             {"valid-01.bin", le_bytes<uint16_t>({999, 0})}};
@@ -112,7 +113,7 @@ std::vector<std::pair<std::string, std::string>> writer_seeds(const std::string&
 }
 
 TEST(FuzzCorpus, EveryTargetHasSmallSeeds) {
-  ASSERT_EQ(fuzz_targets().size(), 9u);
+  ASSERT_EQ(fuzz_targets().size(), 10u);
   for (const FuzzTarget& t : fuzz_targets()) {
     SCOPED_TRACE(t.name);
     const auto files = corpus_files(t.name);

@@ -13,7 +13,7 @@ const std::vector<FuzzTarget>& fuzz_targets() {
       {"pattern", fuzz_pattern},       {"config", fuzz_config},
       {"checkpoint", fuzz_checkpoint}, {"decode_state", fuzz_decode_state},
       {"lm_cache", fuzz_lm_cache},     {"npy", fuzz_npy},
-      {"token_bin", fuzz_token_bin},
+      {"token_bin", fuzz_token_bin},   {"compare_record", fuzz_compare_record},
   };
   return targets;
 }

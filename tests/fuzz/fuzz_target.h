@@ -5,13 +5,13 @@
 //
 // A target feeds the bytes to one reader the way mixlab reads that input (a spec string, a
 // config file, a checkpoint file, a decode state, an LM token cache, an .npy/.npz, a nanoGPT
-// .bin) and then uses what came back. The contract every parser keeps, and fuzz_run checks:
+// .bin, a compare run record) and then uses what came back. The contract every parser keeps, and fuzz_run checks:
 //   - the input is either accepted, or refused by a mixlab::Error whose message is one line;
 //   - nothing else escapes (another exception type, a multi-line message): fuzz_run turns that
 //     into a FuzzFinding, which libFuzzer reports as a crash (uncaught) and a test as a failure;
 //   - crashes, leaks of bounds, undefined behaviour: AddressSanitizer/UBSan in the fuzz build.
 //
-// Targets that parse a file behind a checksum (checkpoint, decode state) run twice: on the bytes
+// Targets that parse a file behind a checksum (checkpoint, decode state, compare record) run twice: on the bytes
 // as given and, when the stored checksum is wrong, with it repaired, so mutations reach the
 // parser behind the checksum instead of stopping at "checksum mismatch" (the checkpoint's only
 // with MIXLAB_FUZZ_CHECKPOINT_ARCHIVE=1: file_targets.cpp says why).
@@ -62,6 +62,7 @@ void fuzz_decode_state(std::string_view bytes);
 void fuzz_lm_cache(std::string_view bytes);
 void fuzz_npy(std::string_view bytes);
 void fuzz_token_bin(std::string_view bytes);
+void fuzz_compare_record(std::string_view bytes);
 
 // Seeds written by mixlab's own writers (tests/fuzz/fuzz_corpus_test.cpp writes and checks them).
 /// A checkpoint (checkpoint_write) of the small module fuzz_checkpoint loads into.
@@ -72,5 +73,7 @@ const std::vector<std::string>& fuzz_decode_state_specs();
 std::string fuzz_decode_state_seed(const std::string& spec, int64_t steps);
 /// An LM token cache (lm_cache_write) of `tokens` under the key fuzz_lm_cache expects.
 std::string fuzz_lm_cache_seed(const std::vector<uint16_t>& tokens);
+/// A compare run record (compare_run_record_write) of the config fuzz_compare_record expects.
+std::string fuzz_compare_record_seed();
 
 }  // namespace mixlab::fuzz
