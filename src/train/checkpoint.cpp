@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <sstream>
 
 #include "mixlab/core/atomic_file.h"
@@ -210,7 +211,13 @@ void checkpoint_write(const std::string& path, const TrainConfig& config, int64_
     optimizer.save(optim_ar);
     ar.write("model", model_ar);
     ar.write("optimizer", optim_ar);
-    ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+    {
+      // Under the generator's own lock (LibTorch's rule for its users): compare trains several
+      // runs in one process, and another may be seeding or drawing for its model's init.
+      at::Generator gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      ar.write("rng", gen.get_state());
+    }
     ar.write(kLoopStateEntry, c10::IValue(loop_state_text(loop)));
     ar.save_to(payload);
   } catch (const c10::Error& e) {
@@ -270,6 +277,7 @@ void checkpoint_load_training_state(const LoadedCheckpoint& c, torch::nn::Module
     torch::Tensor rng;
     MIXLAB_CHECK(ar.try_read("rng", rng), "{}: missing entry 'rng'", checkpoint_prefix(path));
     at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle sharing the global one
+    std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(rng);
   } catch (const Error&) {
     throw;

@@ -345,8 +345,8 @@ std::string compare_table_text(const CompareReport& rep) {
       T, chains ? "; chains = multihop queries whose answer follows >= 1 link" : "",
       rep.seeds > 1 ? fmt::format("; mean (min..max) over {} seeds", rep.seeds) : "", rep.preset, rep.seconds, rep.jobs,
       rep.runs_kept + rep.runs_resumed > 0
-          ? fmt::format(" ({} of {} runs kept from an earlier compare, {} resumed from a checkpoint: the seconds are "
-                        "this command's)",
+          ? fmt::format(" ({} of {} runs kept from an earlier compare, {} resumed from a checkpoint; the total is "
+                        "this command's time, each run's seconds and rate its own training's)",
                         rep.runs_kept, rep.runs, rep.runs_resumed)
           : std::string(),
       rep.native_kernels.empty() ? "unknown" : rep.native_kernels, rep.blas.empty() ? "unknown" : rep.blas);

@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "mixlab/core/blas_info.h"
 #include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/error.h"
+#include "mixlab/core/shown_text.h"
 #include "mixlab/model/init_lock.h"
 #include "mixlab/registry/layer_specs.h"
 #include "mixlab/train/compare.h"
@@ -285,20 +287,65 @@ CompareReport compare_run(const CompareOptions& o) {
           jobs.push_back(std::move(job));
         }
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
-  // --resume: every record that is there must describe its run, checked now rather than as a
-  // failed row after hours of the other runs' training.
+  {
+    // Every run's files are its own: two runs under one name would append to one metrics file and
+    // replace each other's checkpoint and record.
+    std::map<std::string, size_t> by_base;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const auto [it, fresh] = by_base.emplace(jobs[i].base, i);
+      const Job& other = jobs[it->second];
+      MIXLAB_CHECK(fresh,
+                   "compare: {} on {} is listed twice (runs {} and {} would share the files {}.*): give each mixer and "
+                   "task once",
+                   mixers[other.mixer], o.tasks[other.task], it->second + 1, i + 1, jobs[i].base);
+    }
+  }
+  auto file_exists = [](const std::string& path) {
+    std::error_code ec;
+    const bool there = std::filesystem::exists(path, ec);
+    MIXLAB_CHECK_IO(!ec, "compare: cannot look for {}: {}", path, ec.message());
+    return there;
+  };
+  // --resume: every record and checkpoint that is there must describe its run (the same config,
+  // key for key, and for a record the same kernels), checked now rather than as a failed row
+  // after hours of the other runs' training.
   if (o.resume)
-    for (const auto& job : jobs)
-      if (std::filesystem::exists(job.base + ".result.json")) {
-        TrainConfig c = job.config;
-        c.seed += static_cast<uint64_t>(job.seed);
-        compare_run_record_read(job.base + ".result.json", c);
+    for (const auto& job : jobs) {
+      TrainConfig c = job.config;
+      c.seed += static_cast<uint64_t>(job.seed);
+      const std::string record_path = job.base + ".result.json", checkpoint_path = job.base + ".pt";
+      if (file_exists(record_path)) {
+        const CompareRunRecord r = compare_run_record_read(record_path, c);
+        MIXLAB_CHECK(r.native_kernels == rep.native_kernels && r.blas == rep.blas,
+                     "compare run record '{}': was computed with other kernels (native {}, BLAS {}; here native {}, "
+                     "BLAS {}), so its cells are not this machine's: use another --out, or remove it to train the run "
+                     "again",
+                     record_path, shown_text(r.native_kernels), shown_text(r.blas), rep.native_kernels, rep.blas);
       }
+      if (file_exists(checkpoint_path)) {
+        const std::string diff = compare_config_difference(checkpoint_read(checkpoint_path).config, c);
+        MIXLAB_CHECK(diff.empty(),
+                     "compare --resume: {}: was trained with other settings ({}); use another --out, or remove it to "
+                     "train the run again",
+                     checkpoint_prefix(checkpoint_path), diff);
+      }
+    }
   if (o.before_first_write) o.before_first_write(o.out_dir);
   {
     std::error_code ec;
     std::filesystem::create_directories(runs_dir, ec);
     MIXLAB_CHECK_IO(!ec, "compare: cannot create {}: {}", runs_dir, ec.message());
+  }
+  if (!o.resume) {
+    // Every run trains from its start: what an earlier compare left under these names goes now,
+    // not when each run is handed out, so a compare killed before its last run leaves no record
+    // of other settings for a later --resume to trip over.
+    for (const auto& job : jobs)
+      for (const std::string& old : {job.base + ".result.json", job.base + ".pt"}) {
+        std::error_code ec;
+        std::filesystem::remove(old, ec);
+        MIXLAB_CHECK_IO(!ec, "compare: cannot remove {} of an earlier compare: {}", old, ec.message());
+      }
   }
   // Largest planned run first: the workers then end together instead of one long run starting
   // last and running alone (the default preset's dense recall run, its longest, was handed out
@@ -346,21 +393,14 @@ CompareReport compare_run(const CompareOptions& o) {
         // unfinished one's checkpoint alone. Read before the model exists, outside the init lock.
         std::optional<CompareRunRecord> kept;
         std::optional<LoadedCheckpoint> checkpoint;
-        if (o.resume && std::filesystem::exists(record_path)) kept = compare_run_record_read(record_path, c);
-        if (o.resume && (kept || std::filesystem::exists(checkpoint_path))) {
+        if (o.resume && file_exists(record_path)) kept = compare_run_record_read(record_path, c);
+        if (o.resume && (kept || file_exists(checkpoint_path))) {
           checkpoint = checkpoint_read(checkpoint_path);
           if (kept)
             MIXLAB_CHECK(checkpoint->step == kept->result.step,
                          "compare --resume: {} is at step {}, its record {} at step {}; remove both to train the run "
                          "again",
                          checkpoint_prefix(checkpoint_path), checkpoint->step, record_path, kept->result.step);
-        } else {
-          // A fresh run: what an earlier compare left under these names no longer describes it.
-          for (const std::string& old : {record_path, checkpoint_path}) {
-            std::error_code ec;
-            std::filesystem::remove(old, ec);
-            MIXLAB_CHECK_IO(!ec, "compare: cannot remove {} of an earlier run: {}", old, ec.message());
-          }
         }
         std::unique_ptr<Trainer> trainer;
         {
@@ -391,6 +431,15 @@ CompareReport compare_run(const CompareOptions& o) {
                           checkpoint ? fmt::format(", resumed at step {}", checkpoint->step) : std::string()));
           job.resumed = checkpoint.has_value();
           job.result = trainer->run(to);
+          if (job.resumed) {
+            // This process trained only the steps after the checkpoint (none, resumed at the last):
+            // the run's seconds and rate are those of its metrics, which carry on across a resume.
+            for (const auto& line : read_metrics_lines(to.metrics_path))
+              if (line.contains("tokens") && line.contains("seconds") && line.at("seconds").get<double>() > 0) {
+                job.result.seconds = line.at("seconds").get<double>();
+                job.result.tokens_per_s = line.at("tokens").get<double>() / job.result.seconds;
+              }
+          }
           job.test = job.result.eval;
           if (lr_sweep) {
             // The run evaluated its report split; the other one completes the pair (lm reports valid).
@@ -402,7 +451,8 @@ CompareReport compare_run(const CompareOptions& o) {
             }
           }
           // Last: a record exists only for a run whose checkpoint and evaluations are complete.
-          compare_run_record_write(record_path, {c, job.result, job.valid, job.test, job.parameters});
+          compare_run_record_write(record_path,
+                                   {c, job.result, job.valid, job.test, job.parameters, rep.native_kernels, rep.blas});
         }
         job.model = trainer->model_ptr();
         // The run's curves, read back from its metrics (every line is fsync'ed as written).

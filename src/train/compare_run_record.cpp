@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -49,7 +51,7 @@ bool has_type(const json& v) {
   } else if constexpr (std::is_same_v<T, int64_t>) {
     return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
   } else if constexpr (std::is_same_v<T, double>) {
-    return v.is_number();
+    return v.is_number() || v.is_null();  // nlohmann writes a NaN or an infinity as null
   } else if constexpr (std::is_same_v<T, std::string>) {
     return v.is_string();
   } else {  // std::vector<E>
@@ -63,8 +65,38 @@ T field(const json& j, const char* key, const std::string& where) {
   MIXLAB_CHECK(j.is_object() && j.contains(key), "{}: field '{}' is missing", where, key);
   const json& v = j.at(key);
   MIXLAB_CHECK(has_type<T>(v), "{}: field '{}' has the wrong type: {}", where, key, shown_text(v.dump()));
+  if constexpr (std::is_same_v<T, double>) {
+    if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
+  }
   return v.get<T>();
 }
+
+// The deepest nesting of arrays and objects in JSON text (strings skipped). A record nests 4
+// deep; the check comes before parsing, since dumping a deeply nested value (the checksum
+// does) recurses once per level.
+int64_t json_depth(std::string_view text) {
+  int64_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+constexpr int64_t kMaxDepth = 16;
 
 EvalResult eval_from_json(const json& record, const char* key, const std::string& path) {
   MIXLAB_CHECK(record.contains(key) && record.at(key).is_object(), "{}: field '{}' is missing or not an object", path,
@@ -101,22 +133,35 @@ std::string first_difference(const json& there, const json& now) {
 
 }  // namespace
 
+std::string compare_config_difference(const TrainConfig& there, const TrainConfig& now) {
+  return first_difference(config_to_json(there), config_to_json(now));
+}
+
 std::string compare_run_base(const std::string& mixer_spec, const std::string& task, uint64_t seed, bool seed_suffix,
                              double lr, bool lr_suffix) {
   std::string safe = mixer_spec;
   for (char& c : safe)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
   return safe + "_" + task + (seed_suffix ? fmt::format("_seed{}", seed) : std::string()) +
-         (lr_suffix ? fmt::format("_lr{:g}", lr) : std::string());
+         (lr_suffix ? fmt::format("_lr{}", lr) : std::string());
 }
 
 void compare_run_record_write(const std::string& path, const CompareRunRecord& r) {
   const TrainResult& t = r.result;
-  const json body = {
-      {"config", config_to_json(r.config)}, {"parameters", r.parameters},     {"step", t.step},
-      {"last_loss", t.last_loss},           {"last_acc", t.last_acc},         {"eval", eval_to_json(t.eval)},
-      {"tokens_per_s", t.tokens_per_s},     {"seconds", t.seconds},           {"skipped_steps", t.skipped_steps},
-      {"stopped_early", t.stopped_early},   {"valid", eval_to_json(r.valid)}, {"test", eval_to_json(r.test)}};
+  const json body = {{"config", config_to_json(r.config)},
+                     {"parameters", r.parameters},
+                     {"step", t.step},
+                     {"last_loss", t.last_loss},
+                     {"last_acc", t.last_acc},
+                     {"eval", eval_to_json(t.eval)},
+                     {"tokens_per_s", t.tokens_per_s},
+                     {"seconds", t.seconds},
+                     {"skipped_steps", t.skipped_steps},
+                     {"stopped_early", t.stopped_early},
+                     {"valid", eval_to_json(r.valid)},
+                     {"test", eval_to_json(r.test)},
+                     {"native_kernels", r.native_kernels},
+                     {"blas", r.blas}};
   const std::string text = body.dump();
   const json doc = {{"format", kFormat},
                     {"version", kVersion},
@@ -128,6 +173,10 @@ void compare_run_record_write(const std::string& path, const CompareRunRecord& r
 CompareRunRecord compare_run_record_read(const std::string& path, const TrainConfig& expected) {
   const std::string where = fmt::format("compare run record '{}'", path);
   const std::string bytes = file_read(path, kMaxRecordBytes, "compare run record");
+  const int64_t depth = json_depth(bytes);
+  MIXLAB_CHECK(depth <= kMaxDepth,
+               "{}: nested {} deep, a record is at most {}; the file is damaged: remove it and the run trains again",
+               where, depth, kMaxDepth);
   json doc;
   try {
     doc = json::parse(bytes);
@@ -172,6 +221,8 @@ CompareRunRecord compare_run_record_read(const std::string& path, const TrainCon
   t.stopped_early = field<bool>(body, "stopped_early", where);
   r.valid = eval_from_json(body, "valid", where);
   r.test = eval_from_json(body, "test", where);
+  r.native_kernels = field<std::string>(body, "native_kernels", where);
+  r.blas = field<std::string>(body, "blas", where);
   return r;
 }
 

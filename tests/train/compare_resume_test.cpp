@@ -1,13 +1,16 @@
 // compare --resume (mixlab/train/compare_run_record.h): an interrupted compare keeps the runs it
 // finished and resumes the ones it left with a checkpoint, and its table equals the table of a
 // compare that was never interrupted; records of other settings or damaged ones are errors.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
 #include "mixlab/model/init_lock.h"
 #include "mixlab/train/compare.h"
@@ -126,6 +129,11 @@ TEST(CompareResume, KeepsFinishedRunsResumesTheRestAndGivesTheSameTable) {
   EXPECT_EQ(went_on.substr(0, went_on.find('\n')), partial_first);
   EXPECT_NE(went_on.find("\"step\":12"), std::string::npos) << went_on;
   expect_same_cells(whole, resumed);
+  // A run resumed at its last step trained nothing in this process; its rate is its metrics'.
+  for (size_t r = 0; r < whole.rows.size(); ++r)
+    EXPECT_NEAR(resumed.rows[r].train_tokens_per_s, whole.rows[r].train_tokens_per_s,
+                0.25 * whole.rows[r].train_tokens_per_s)
+        << whole.rows[r].mixer;
   const std::string text = compare_table_text(resumed);
   EXPECT_NE(text.find("1 of 4 runs kept from an earlier compare, 2 resumed from a checkpoint"), std::string::npos)
       << text;
@@ -137,9 +145,10 @@ TEST(CompareResume, KeepsFinishedRunsResumesTheRestAndGivesTheSameTable) {
   fs::remove_all(dir);
 }
 
-// A record of other settings, a damaged record and a checkpoint whose step disagrees with its
-// record are errors naming the file and what differs; nothing is trained over them.
-TEST(CompareResume, RefusesRecordsOfOtherSettingsAndDamagedOnes) {
+// A record or checkpoint of other settings, a record of other kernels, a damaged record and a
+// checkpoint whose step disagrees with its record are errors naming the file and what differs;
+// nothing is trained over them.
+TEST(CompareResume, RefusesRecordsOfOtherSettingsOrKernelsAndDamagedOnes) {
   const fs::path dir = fs::temp_directory_path() / "mixlab_compare_resume_bad";
   fs::remove_all(dir);
   CompareOptions o = resume_options(dir);
@@ -147,57 +156,101 @@ TEST(CompareResume, RefusesRecordsOfOtherSettingsAndDamagedOnes) {
   o.mixers = {"attention"};
   compare_run(o);
   const fs::path record = dir / "runs" / "attention_copy.result.json";
+  const fs::path checkpoint = dir / "runs" / "attention_copy.pt";
   const std::string good = read_text(record);
+  const std::string good_checkpoint = read_text(checkpoint);
+  auto write = [](const fs::path& p, const std::string& bytes) {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  };
   o.resume = true;
-  auto expect_error = [&](const CompareOptions& opt, const std::string& part) {
+  auto expect_error = [&](const CompareOptions& opt, const std::string& part, const fs::path& file) {
     try {
       const CompareReport rep = compare_run(opt);
       ADD_FAILURE() << "expected an error containing: " << part << "; row note: " << rep.rows.at(0).note;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(record.string()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
     }
   };
   CompareOptions other = o;
   other.overrides["lr"] = 0.0123;
-  expect_error(other, "was trained with other settings ('lr': ");
+  expect_error(other, "was trained with other settings ('lr': ", record);
   EXPECT_EQ(read_text(record), good) << "a refused record is left as it was";
+
+  // The same record with other kernels, its checksum made right.
+  {
+    auto doc = nlohmann::json::parse(good);
+    doc["record"]["blas"] = "another BLAS";
+    doc["checksum"] = fmt::format("{:016x}", checksum64(doc["record"].dump()));
+    write(record, doc.dump(1));
+  }
+  expect_error(o, "was computed with other kernels (native ", record);
 
   std::string damaged = good;
   damaged[damaged.find("\"token_acc\": ") + 13] ^= 1;  // a digit of an accuracy: 0 <-> 1, 2 <-> 3, ...
-  {
-    std::ofstream out(record, std::ios::binary | std::ios::trunc);
-    out << damaged;
-  }
-  expect_error(o, "does not match its record");
-  {
-    std::ofstream out(record, std::ios::binary | std::ios::trunc);
-    out << good.substr(0, good.size() / 2);
-  }
-  expect_error(o, "not JSON");
+  write(record, damaged);
+  expect_error(o, "does not match its record", record);
+  write(record, good.substr(0, good.size() / 2));
+  expect_error(o, "not JSON", record);
+  write(record, std::string(100, '[') + std::string(100, ']'));
+  expect_error(o, "nested 100 deep, a record is at most 16", record);
 
-  // The record is whole again, but the checkpoint beside it is another run's (8 steps, the
-  // record's 12): the run fails and its row says why, since neither file can be trusted.
-  {
-    std::ofstream out(record, std::ios::binary | std::ios::trunc);
-    out << good;
-  }
+  // No record, and a checkpoint of other settings (8 steps where the run has 12), e.g. a compare
+  // killed after a change of --steps: refused before any run, as a record would be.
+  fs::remove(record);
   CompareOptions shorter = o;
   shorter.resume = false;
   shorter.overrides["steps"] = 8;
   shorter.out_dir = (dir / "eight").string();
   compare_run(shorter);
-  fs::copy_file(dir / "eight" / "runs" / "attention_copy.pt", dir / "runs" / "attention_copy.pt",
-                fs::copy_options::overwrite_existing);
+  fs::copy_file(dir / "eight" / "runs" / "attention_copy.pt", checkpoint, fs::copy_options::overwrite_existing);
+  expect_error(o, "was trained with other settings ('steps': 8 there, 12 now)", checkpoint);
+
+  // The record whole again, with a checkpoint of the same settings at another step (8 of 12, as a
+  // run cut at step 8 leaves it): the run fails and its row says why, since neither file can be
+  // trusted.
+  write(record, good);
+  {
+    TrainConfig c = compare_config(o.preset, "copy", "attention", o.overrides);
+    c.row_groups = 1;
+    c.checkpoint_every = c.eval_every;  // compare's choices (compare_run.cpp)
+    std::unique_ptr<Trainer> t;
+    {
+      std::lock_guard<std::mutex> lock(model_init_mutex());
+      t = std::make_unique<Trainer>(c);
+    }
+    TrainOptions to;
+    to.progress = false;
+    to.until = 8;
+    to.checkpoint_path = checkpoint.string();
+    t->run(to);
+  }
   const CompareReport rep = compare_run(o);
   ASSERT_FALSE(rep.rows.at(0).ran);
   EXPECT_NE(rep.rows[0].note.find("is at step 8, its record"), std::string::npos) << rep.rows[0].note;
+
+  // Without --resume every run starts over, and the files of an earlier compare go before the
+  // first run.
+  write(checkpoint, good_checkpoint);
+  o.resume = false;
+  o.mixers = {"attention", "attention"};
+  try {
+    compare_run(o);
+    ADD_FAILURE() << "a mixer listed twice must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention on copy is listed twice"), std::string::npos) << e.what();
+  }
   fs::remove_all(dir);
 }
 
 TEST(CompareResume, RunBaseNamesEveryRunApart) {
   EXPECT_EQ(compare_run_base("resolvent:pow2+cache", "copy", 0, false, 1e-3, false), "resolvent_pow2_cache_copy");
   EXPECT_EQ(compare_run_base("ssm*3|attention", "recall", 7, true, 3e-3, true), "ssm_3_attention_recall_seed7_lr0.003");
+  // Rates that {:g} would print alike get names apart.
+  EXPECT_NE(compare_run_base("gla", "copy", 0, false, 1.234567e-3, true),
+            compare_run_base("gla", "copy", 0, false, 1.234568e-3, true));
 }
 
 }  // namespace
