@@ -44,6 +44,30 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
+// The config compare gives one run of `o` (its row-group choice, compare_run.cpp; resume_options
+// sets checkpoint_every itself).
+TrainConfig run_config(const CompareOptions& o, const std::string& task, const std::string& mixer) {
+  TrainConfig c = compare_config(o.preset, task, mixer, o.overrides);
+  c.row_groups = 1;
+  return c;
+}
+
+// Trains one run of `o` to step `until`, as a compare worker cut there leaves it.
+void train_cut_run(const CompareOptions& o, const std::string& task, const std::string& mixer, int64_t until,
+                   const fs::path& checkpoint, const std::string& metrics = "") {
+  std::unique_ptr<Trainer> t;
+  {
+    std::lock_guard<std::mutex> lock(model_init_mutex());
+    t = std::make_unique<Trainer>(run_config(o, task, mixer));
+  }
+  TrainOptions to;
+  to.progress = false;
+  to.until = until;
+  to.checkpoint_path = checkpoint.string();
+  to.metrics_path = metrics;
+  t->run(to);
+}
+
 void expect_same_cells(const CompareReport& a, const CompareReport& b) {
   ASSERT_EQ(a.rows.size(), b.rows.size());
   for (size_t r = 0; r < a.rows.size(); ++r) {
@@ -94,21 +118,7 @@ TEST(CompareResume, KeepsFinishedRunsResumesTheRestAndGivesTheSameTable) {
   fs::remove(runs / "attention_copy.result.json");
   // Killed mid-run: train local:4 on copy to step 8 under compare's config, as its worker would.
   fs::remove(runs / "local_4_copy.result.json");
-  {
-    TrainConfig c = compare_config(o.preset, "copy", "local:4", o.overrides);
-    c.row_groups = 1;  // compare's choice (compare_run.cpp)
-    std::unique_ptr<Trainer> t;
-    {
-      std::lock_guard<std::mutex> lock(model_init_mutex());
-      t = std::make_unique<Trainer>(c);
-    }
-    TrainOptions to;
-    to.progress = false;
-    to.until = 8;
-    to.checkpoint_path = (runs / "local_4_copy.pt").string();
-    to.metrics_path = (runs / "local_4_copy.jsonl").string();
-    t->run(to);
-  }
+  train_cut_run(o, "copy", "local:4", 8, runs / "local_4_copy.pt", (runs / "local_4_copy.jsonl").string());
   EXPECT_EQ(checkpoint_read((runs / "local_4_copy.pt").string()).step, 8);
   // Never started.
   for (const char* suffix : {".jsonl", ".pt", ".result.json"})
@@ -132,9 +142,8 @@ TEST(CompareResume, KeepsFinishedRunsResumesTheRestAndGivesTheSameTable) {
   // A run resumed at its last step trained nothing in this process (a rate of 0 would have
   // gone into the table's mean); its seconds and rate are those its metrics carry.
   {
-    TrainConfig c = compare_config(o.preset, "copy", "attention", o.overrides);
-    c.row_groups = 1;  // compare's choice (compare_run.cpp)
-    const CompareRunRecord r = compare_run_record_read((runs / "attention_copy.result.json").string(), c);
+    const CompareRunRecord r =
+        compare_run_record_read((runs / "attention_copy.result.json").string(), run_config(o, "copy", "attention"));
     double tokens = 0, seconds = 0;
     for (const auto& line : read_metrics_lines((runs / "attention_copy.jsonl").string()))
       if (line.contains("tokens")) tokens = line.at("tokens").get<double>(), seconds = line.at("seconds").get<double>();
@@ -220,21 +229,7 @@ TEST(CompareResume, RefusesRecordsOfOtherSettingsOrKernelsAndDamagedOnes) {
   // run cut at step 8 leaves it): the run fails and its row says why, since neither file can be
   // trusted.
   write(record, good);
-  {
-    TrainConfig c = compare_config(o.preset, "copy", "attention", o.overrides);
-    c.row_groups = 1;
-    c.checkpoint_every = c.eval_every;  // compare's choices (compare_run.cpp)
-    std::unique_ptr<Trainer> t;
-    {
-      std::lock_guard<std::mutex> lock(model_init_mutex());
-      t = std::make_unique<Trainer>(c);
-    }
-    TrainOptions to;
-    to.progress = false;
-    to.until = 8;
-    to.checkpoint_path = checkpoint.string();
-    t->run(to);
-  }
+  train_cut_run(o, "copy", "attention", 8, checkpoint);
   const CompareReport rep = compare_run(o);
   ASSERT_FALSE(rep.rows.at(0).ran);
   EXPECT_NE(rep.rows[0].note.find("is at step 8, its record"), std::string::npos) << rep.rows[0].note;
