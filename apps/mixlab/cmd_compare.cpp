@@ -8,6 +8,7 @@
 //   mixlab compare --tasks copy --sweep copy=4-32/4  # error against length after training
 //   mixlab compare --preset mad                      # MAD's tasks + selective copy + induction, every family
 //   mixlab compare --preset mad --resume             # after an interruption: keeps the runs that finished
+//   mixlab compare --preset mad --resume --plan      # what that would keep, resume and train; trains nothing
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -39,6 +40,7 @@ struct CompareArgs {
   std::string lrs;  // --lr 1e-3,3e-3
   bool quiet = false;
   bool resume = false;
+  bool plan = false;
 };
 
 std::vector<std::string> split_list(const std::string& s, const char* what);
@@ -120,6 +122,7 @@ void run_compare(const CompareArgs& a) {
   }
   o.sweep_rows = a.sweep_rows;
   o.resume = a.resume;
+  o.plan_only = a.plan;
   // The output directory is this command's while it runs: a second compare into it (which would
   // mix two runs' checkpoints and records) gets "in use by pid N". Taken once everything is
   // validated, so a rejected compare creates nothing.
@@ -137,6 +140,10 @@ void run_compare(const CompareArgs& a) {
     }
   };
   const CompareReport rep = compare_run(o);
+  if (a.plan) {
+    std::cout << compare_plan_text(rep, o.out_dir, a.resume);
+    return;
+  }
   if (a.resume)
     std::cout << fmt::format(
         "compare --resume: of {} runs, {} kept from {}/runs, {} resumed from a checkpoint, {} trained\n", rep.runs,
@@ -200,6 +207,10 @@ void cmd_compare_register(CLI::App& app) {
   sub->add_flag("--resume", args->resume,
                 "Keep the runs an earlier compare into --out finished (their records and checkpoints in OUT/runs) and "
                 "resume the ones it left with a checkpoint; the table equals an uninterrupted compare's");
+  sub->add_flag("--plan", args->plan,
+                "List every run with its steps done and planned and what the compare would do with it (train; with "
+                "--resume also keep or resume), then exit: nothing is trained or written, so it may look into a "
+                "compare that is running");
   sub->callback([args] { run_compare(*args); });
 }
 

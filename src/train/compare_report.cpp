@@ -20,6 +20,32 @@ using json = nlohmann::json;
 namespace {
 
 // "97.3" for one seed, "97.3 (96.1..98.0)" for several: mean (min..max), in %.
+// A table in columns separated by " | " under a rule; columns from `right_from` on are
+// right-aligned. A row of another length than `head` (a failed mixer's note) is written as is.
+std::string text_table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& cells,
+                       size_t right_from) {
+  std::vector<size_t> w(head.size());
+  for (size_t i = 0; i < head.size(); ++i) w[i] = display_width(head[i]);
+  for (const auto& c : cells)
+    if (c.size() == head.size())
+      for (size_t i = 0; i < c.size(); ++i) w[i] = std::max(w[i], display_width(c[i]));
+  std::string out;
+  auto line = [&](const std::vector<std::string>& c) {
+    std::string s;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (i) s += " | ";
+      s += (c.size() == head.size()) ? pad_to_width(c[i], w[i], i >= right_from) : c[i];
+    }
+    out += s + "\n";
+  };
+  line(head);
+  std::string rule;
+  for (size_t i = 0; i < head.size(); ++i) rule += (i ? "-|-" : "") + std::string(w[i], '-');
+  out += rule + "\n";
+  for (const auto& c : cells) line(c);
+  return out;
+}
+
 std::string seed_cell(const std::vector<double>& v) {
   const SeedStats s = seed_stats(v);
   if (v.size() <= 1) return fmt::format("{:.1f}", 100 * s.mean);
@@ -316,25 +342,7 @@ std::string compare_table_text(const CompareReport& rep) {
     c.push_back(fmt::format("{:.0f}", r.decode_us_per_token));
     cells.push_back(c);
   }
-  std::vector<size_t> w(head.size());
-  for (size_t i = 0; i < head.size(); ++i) w[i] = display_width(head[i]);
-  for (const auto& c : cells)
-    if (c.size() == head.size())
-      for (size_t i = 0; i < c.size(); ++i) w[i] = std::max(w[i], display_width(c[i]));
-  std::string out;
-  auto line = [&](const std::vector<std::string>& c) {
-    std::string s;
-    for (size_t i = 0; i < c.size(); ++i) {
-      if (i) s += " | ";
-      s += (c.size() == head.size()) ? pad_to_width(c[i], w[i], i >= 3) : c[i];
-    }
-    out += s + "\n";
-  };
-  line(head);
-  std::string rule;
-  for (size_t i = 0; i < head.size(); ++i) rule += (i ? "-|-" : "") + std::string(w[i], '-');
-  out += rule + "\n";
-  for (const auto& c : cells) line(c);
+  std::string out = text_table(head, cells, 3);
   int64_t T = 0;
   for (const auto& r : rep.rows) T = std::max(T, r.analysis_T);
   out += fmt::format(
@@ -388,6 +396,42 @@ std::string compare_table_text(const CompareReport& rep) {
   out += sweep_table_text(rep);
   out += sparkline_text(rep);
   out += plateau_text(rep);
+  return out;
+}
+
+std::string compare_plan_text(const CompareReport& rep, const std::string& out_dir, bool resume) {
+  std::vector<std::vector<std::string>> cells;
+  int64_t planned = 0, left = 0, trained = 0, replaced = 0;
+  for (size_t i = 0; i < rep.plan.size(); ++i) {
+    const ComparePlannedRun& p = rep.plan[i];
+    std::string state = "train";
+    if (p.state == ComparePlannedRun::State::kKept)
+      state = "kept";
+    else if (p.state == ComparePlannedRun::State::kResume)
+      state = fmt::format("resume at step {}", p.step);
+    else if (p.replaces)
+      state = "train (replaces an earlier run's files)";
+    planned += p.steps;
+    left += p.state == ComparePlannedRun::State::kKept ? 0 : p.steps - p.step;
+    trained += p.state == ComparePlannedRun::State::kTrain;
+    replaced += p.replaces;
+    cells.push_back({std::to_string(i + 1), p.mixer, p.task, state, std::to_string(p.seed), fmt::format("{:g}", p.lr),
+                     fmt::format("{} / {}", p.step, p.steps)});
+  }
+  std::string out = text_table({"run", "mixer", "task", "state", "seed", "lr", "steps done / planned"}, cells, 4);
+  out += fmt::format("compare --plan: {} run(s) into {}/runs", rep.runs, out_dir);
+  if (resume)
+    out += fmt::format(" with --resume: {} kept, {} resumed from a checkpoint, {} trained from the start",
+                       rep.runs_kept, rep.runs_resumed, trained);
+  else
+    out += fmt::format(
+        ", each trained from the start{}",
+        replaced > 0
+            ? fmt::format(" (an earlier compare's files under {} of these names go first; --resume keeps them)",
+                          replaced)
+            : std::string());
+  out += fmt::format("; {} of {} planned steps left ({:.0f} %; a run that reaches stop_at ends sooner).\n", left,
+                     planned, planned > 0 ? 100.0 * double(left) / double(planned) : 0.0);
   return out;
 }
 

@@ -308,28 +308,67 @@ CompareReport compare_run(const CompareOptions& o) {
   };
   // --resume: every record and checkpoint that is there must describe its run (the same config,
   // key for key, and for a record the same kernels), checked now rather than as a failed row
-  // after hours of the other runs' training.
-  if (o.resume)
+  // after hours of the other runs' training. --plan reads the same files for each run's state.
+  if (o.resume || o.plan_only)
     for (const auto& job : jobs) {
       TrainConfig c = job.config;
       c.seed += static_cast<uint64_t>(job.seed);
       const std::string record_path = job.base + ".result.json", checkpoint_path = job.base + ".pt";
-      if (file_exists(record_path)) {
+      ComparePlannedRun planned;
+      planned.mixer = mixers[job.mixer];
+      planned.task = o.tasks[job.task];
+      planned.seed = c.seed;
+      planned.lr = c.lr;
+      planned.steps = c.steps;
+      planned.base = job.base;
+      const bool has_record = file_exists(record_path), has_checkpoint = file_exists(checkpoint_path);
+      if (!o.resume) {
+        planned.replaces = has_record || has_checkpoint;
+        rep.plan.push_back(planned);
+        continue;
+      }
+      if (has_record) {
         const CompareRunRecord r = compare_run_record_read(record_path, c);
         MIXLAB_CHECK(r.native_kernels == rep.native_kernels && r.blas == rep.blas,
                      "compare run record '{}': was computed with other kernels (native {}, BLAS {}; here native {}, "
                      "BLAS {}), so its cells are not this machine's: use another --out, or remove it to train the run "
                      "again",
                      record_path, shown_text(r.native_kernels), shown_text(r.blas), rep.native_kernels, rep.blas);
+        planned.state = ComparePlannedRun::State::kKept;
+        planned.step = r.result.step;
       }
-      if (file_exists(checkpoint_path)) {
-        const std::string diff = compare_config_difference(checkpoint_read(checkpoint_path).config, c);
+      if (has_checkpoint) {
+        const LoadedCheckpoint checkpoint = checkpoint_read(checkpoint_path);
+        const std::string diff = compare_config_difference(checkpoint.config, c);
         MIXLAB_CHECK(diff.empty(),
                      "compare --resume: {}: was trained with other settings ({}); use another --out, or remove it to "
                      "train the run again",
                      checkpoint_prefix(checkpoint_path), diff);
+        if (has_record)
+          MIXLAB_CHECK(
+              checkpoint.step == planned.step,
+              "compare --resume: {} is at step {}, its record {} at step {}; remove both to train the run again",
+              checkpoint_prefix(checkpoint_path), checkpoint.step, record_path, planned.step);
+        else
+          planned.state = ComparePlannedRun::State::kResume, planned.step = checkpoint.step;
+      } else {
+        // A kept run's model comes from its checkpoint (decode timings, length sweeps).
+        MIXLAB_CHECK(
+            !has_record,
+            "compare --resume: {} has no checkpoint {} beside it (the run's model); remove the record to train "
+            "the run again",
+            record_path, checkpoint_path);
       }
+      rep.plan.push_back(planned);
     }
+  if (o.plan_only) {
+    rep.runs = n_jobs;
+    for (const auto& p : rep.plan)
+      rep.runs_kept += p.state == ComparePlannedRun::State::kKept,
+          rep.runs_resumed += p.state == ComparePlannedRun::State::kResume;
+    return rep;
+  }
+  rep.plan.clear();
   if (o.before_first_write) o.before_first_write(o.out_dir);
   {
     std::error_code ec;

@@ -265,6 +265,12 @@ TEST(ReliabilityCli, KilledCompareResumesToTheSameTable) {
         run_env("MIXLAB_KILL_AT_FILE_OP=" + std::to_string(kill_at) + " LD_PRELOAD=" MIXLAB_KILL_SHIM, args + out);
     ASSERT_NE(killed.output.find("kill_shim: SIGKILL in"), std::string::npos) << killed.output;
     ASSERT_NE(killed.code, 0);
+    // --plan lists what --resume will do and changes nothing.
+    const RunResult plan = run(args + out + " --resume --plan");
+    ASSERT_EQ(plan.code, 0) << plan.output;
+    EXPECT_NE(plan.output.find("compare --plan: 4 run(s) into " + out + "/runs with --resume: "), std::string::npos)
+        << plan.output;
+    EXPECT_FALSE(fs::exists(out + "/compare.json"));
     const RunResult resumed = run(args + out + " --resume");
     ASSERT_EQ(resumed.code, 0) << resumed.output;
     EXPECT_NE(resumed.output.find("compare --resume: of 4 runs"), std::string::npos) << resumed.output;
@@ -279,6 +285,12 @@ TEST(ReliabilityCli, KilledCompareResumesToTheSameTable) {
   const std::string pid = std::to_string(::getpid());
   ASSERT_EQ(::write(fd, pid.data(), pid.size()), static_cast<ssize_t>(pid.size()));
   expect_error(run(args + dir + " --resume"), kExitIo, "in use by pid " + pid, "locked compare dir");
+  // --plan takes no lock: it may look into a compare that is running.
+  const RunResult plan = run(args + dir + " --resume --plan");
+  EXPECT_EQ(plan.code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("4 kept, 0 resumed from a checkpoint, 0 trained from the start; 0 of 48 planned steps"),
+            std::string::npos)
+      << plan.output;
   ::close(fd);
   fs::remove_all(base);
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "mixlab/core/checksum.h"
 #include "mixlab/core/error.h"
@@ -128,6 +129,48 @@ TEST(CompareResume, KeepsFinishedRunsResumesTheRestAndGivesTheSameTable) {
   const std::string partial_first = partial.substr(0, partial.find('\n'));
 
   o.resume = true;
+  {
+    // --plan: each run's state and steps from its files, nothing trained or changed.
+    CompareOptions plan = o;
+    plan.plan_only = true;
+    const CompareReport p = compare_run(plan);
+    ASSERT_EQ(p.plan.size(), 4u);
+    EXPECT_TRUE(p.rows.empty());
+    EXPECT_EQ(p.runs, 4);
+    EXPECT_EQ(p.runs_kept, 1);
+    EXPECT_EQ(p.runs_resumed, 2);
+    using State = ComparePlannedRun::State;
+    const std::vector<std::tuple<std::string, std::string, State, int64_t>> want = {
+        {"attention", "copy", State::kResume, 12},
+        {"attention", "multihop", State::kKept, 12},
+        {"local:4", "copy", State::kResume, 8},
+        {"local:4", "multihop", State::kTrain, 0}};
+    for (size_t i = 0; i < want.size(); ++i) {
+      SCOPED_TRACE(i);
+      EXPECT_EQ(p.plan[i].mixer, std::get<0>(want[i]));
+      EXPECT_EQ(p.plan[i].task, std::get<1>(want[i]));
+      EXPECT_EQ(p.plan[i].state, std::get<2>(want[i]));
+      EXPECT_EQ(p.plan[i].step, std::get<3>(want[i]));
+      EXPECT_EQ(p.plan[i].steps, 12);
+      EXPECT_FALSE(p.plan[i].replaces);
+    }
+    const std::string text = compare_plan_text(p, o.out_dir, true);
+    EXPECT_NE(text.find("1 kept, 2 resumed from a checkpoint, 1 trained from the start; 16 of 48 planned steps left"),
+              std::string::npos)
+        << text;
+    // Without --resume every run trains, and the plan says which names hold an earlier compare's files.
+    plan.resume = false;
+    const CompareReport fresh = compare_run(plan);
+    ASSERT_EQ(fresh.plan.size(), 4u);
+    for (const auto& run : fresh.plan) EXPECT_EQ(run.state, State::kTrain) << run.base;
+    EXPECT_TRUE(fresh.plan[0].replaces && fresh.plan[1].replaces && fresh.plan[2].replaces);
+    EXPECT_FALSE(fresh.plan[3].replaces);
+    EXPECT_NE(compare_plan_text(fresh, o.out_dir, false).find("files under 3 of these names go first"),
+              std::string::npos);
+    EXPECT_TRUE(fs::exists(runs / "attention_multihop.result.json")) << "a plan removes nothing";
+    EXPECT_EQ(read_text(runs / "local_4_copy.jsonl"), partial);
+    EXPECT_FALSE(fs::exists(dir / "cut" / ".lock")) << "a plan takes no lock";
+  }
   const CompareReport resumed = compare_run(o);
   EXPECT_EQ(resumed.runs, 4);
   EXPECT_EQ(resumed.runs_kept, 1);
@@ -162,9 +205,9 @@ TEST(CompareResume, KeepsFinishedRunsResumesTheRestAndGivesTheSameTable) {
   fs::remove_all(dir);
 }
 
-// A record or checkpoint of other settings, a record of other kernels, a damaged record and a
-// checkpoint whose step disagrees with its record are errors naming the file and what differs;
-// nothing is trained over them.
+// A record or checkpoint of other settings, a record of other kernels, a damaged record, a
+// checkpoint whose step disagrees with its record and a record without its checkpoint are errors
+// naming the file and what differs; nothing is trained over them.
 TEST(CompareResume, RefusesRecordsOfOtherSettingsOrKernelsAndDamagedOnes) {
   const fs::path dir = fs::temp_directory_path() / "mixlab_compare_resume_bad";
   fs::remove_all(dir);
@@ -226,13 +269,13 @@ TEST(CompareResume, RefusesRecordsOfOtherSettingsOrKernelsAndDamagedOnes) {
   expect_error(o, "was trained with other settings ('steps': 8 there, 12 now)", checkpoint);
 
   // The record whole again, with a checkpoint of the same settings at another step (8 of 12, as a
-  // run cut at step 8 leaves it): the run fails and its row says why, since neither file can be
-  // trusted.
+  // run cut at step 8 leaves it): refused before any run, since neither file can be trusted.
   write(record, good);
   train_cut_run(o, "copy", "attention", 8, checkpoint);
-  const CompareReport rep = compare_run(o);
-  ASSERT_FALSE(rep.rows.at(0).ran);
-  EXPECT_NE(rep.rows[0].note.find("is at step 8, its record"), std::string::npos) << rep.rows[0].note;
+  expect_error(o, "is at step 8, its record", record);
+  // A record without its checkpoint (the run's model): refused, naming both.
+  fs::remove(checkpoint);
+  expect_error(o, "has no checkpoint", checkpoint);
 
   // Without --resume every run starts over, and the files of an earlier compare go before the
   // first run.

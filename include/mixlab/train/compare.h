@@ -144,6 +144,10 @@ struct CompareOptions {
   // set). A record or checkpoint of other settings is an error. Without it,
   // every run trains from its start and replaces what the directory held.
   bool resume = false;
+  // `--plan`: validate everything as a compare does, read what out_dir holds (with `resume`, the
+  // step of every record and checkpoint), fill CompareReport::plan and return: nothing is
+  // trained, written, removed or locked, so it may look into a directory a compare is running in.
+  bool plan_only = false;
   // Called once every option, spec and record is validated, before anything is written under
   // out_dir (the CLI creates and locks the directory here, so a rejected compare touches nothing).
   std::function<void(const std::string& out_dir)> before_first_write;
@@ -155,6 +159,25 @@ struct LrTrial {
   double lr = 0;
   double valid_token_acc = 0, valid_loss = 0;  // means over seeds
   double test_token_acc = 0, test_loss = 0;
+};
+
+/// One run as `compare --plan` lists it (CompareOptions::plan_only), in the order the runs are
+/// listed (mixer, task, rate, seed), not the order they are handed out.
+struct ComparePlannedRun {
+  enum class State {
+    kTrain,   // trains from its start
+    kResume,  // --resume: trains on from its checkpoint at `step`
+    kKept,    // --resume: finished (its record, at `step`), not trained
+  };
+  std::string mixer, task;
+  uint64_t seed = 0;  // the run's own seed (the config's plus the seed offset)
+  double lr = 0;      // the run's rate
+  int64_t steps = 0;  // planned (a run may stop earlier: stop_at)
+  int64_t step = 0;   // done: a kept run's record, a resumed run's checkpoint; 0 for kTrain
+  State state = State::kTrain;
+  bool replaces = false;  // without --resume: an earlier compare's record or checkpoint under its
+                          // name, which the compare removes before its first run
+  std::string base;       // <out>/runs/<compare_run_base>
 };
 
 struct CompareRow {
@@ -225,6 +248,8 @@ struct CompareReport {
   // Runs (mixer, task, rate, seed); with --resume those kept from a previous compare (not
   // trained) and those resumed from a checkpoint.
   int64_t runs = 0, runs_kept = 0, runs_resumed = 0;
+  // CompareOptions::plan_only: every run and its state; rows stay empty.
+  std::vector<ComparePlannedRun> plan;
 };
 
 /// Mean, min and max of one cell over seeds (all 0 for no value).
