@@ -72,6 +72,12 @@ void atomic_write_file(const std::string& path, std::string_view bytes) {
   fsync_dir(dir_of(path), path);
 }
 
+void durable_rename(const std::string& from, const std::string& to) {
+  MIXLAB_CHECK_IO(::rename(from.c_str(), to.c_str()) == 0, "cannot rename '{}' to '{}': {}", from, to,
+                  errno_text(errno));
+  fsync_dir(dir_of(to), to);
+}
+
 namespace {
 
 // "<name>.tmp.<pid>.<n>" as atomic_write_file makes them: both trailing fields all digits.

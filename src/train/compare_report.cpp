@@ -411,6 +411,8 @@ std::string compare_plan_text(const CompareReport& rep, const std::string& out_d
       state = fmt::format("resume at step {}", p.step);
     else if (p.replaces)
       state = "train (replaces an earlier run's files)";
+    if (!p.adopted_from.empty())
+      state += fmt::format(" ({} renamed)", std::filesystem::path(p.adopted_from).filename().string());
     planned += p.steps;
     left += p.state == ComparePlannedRun::State::kKept ? 0 : p.steps - p.step;
     trained += p.state == ComparePlannedRun::State::kTrain;

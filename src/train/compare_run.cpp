@@ -16,6 +16,7 @@
 
 #include "mixlab/analysis/analyze.h"
 #include "mixlab/analysis/format.h"
+#include "mixlab/core/atomic_file.h"
 #include "mixlab/core/blas_info.h"
 #include "mixlab/core/cpu_isa.h"
 #include "mixlab/core/error.h"
@@ -267,6 +268,7 @@ CompareReport compare_run(const CompareOptions& o) {
     std::string error;
     std::vector<LengthError> sweep;      // the task's length sweep, if any
     std::string base;                    // <out>/runs/<compare_run_base>: the run's files, a suffix each
+    std::string adopt_from;              // --resume: the base an earlier compare gave this run's files
     bool kept = false, resumed = false;  // --resume: not trained / trained on from a checkpoint
   };
   std::vector<Job> jobs;
@@ -306,14 +308,62 @@ CompareReport compare_run(const CompareOptions& o) {
     MIXLAB_CHECK_IO(!ec, "compare: cannot look for {}: {}", path, ec.message());
     return there;
   };
-  // --resume: every record and checkpoint that is there must describe its run (the same config,
-  // key for key, and for a record the same kernels), checked now rather than as a failed row
-  // after hours of the other runs' training. --plan reads the same files for each run's state.
+  // What a run's files under `base` hold (--resume): a finished run (its record, of this config
+  // and these kernels, with its checkpoint at the record's step), an unfinished one (a checkpoint
+  // of this config) or nothing. Anything else throws, naming the file.
+  struct RunFiles {
+    ComparePlannedRun::State state = ComparePlannedRun::State::kTrain;
+    int64_t step = 0;
+    bool any = false;  // a record or a checkpoint is there
+  };
+  auto inspect = [&](const std::string& base, const TrainConfig& c) {
+    RunFiles f;
+    const std::string record_path = base + ".result.json", checkpoint_path = base + ".pt";
+    const bool has_record = file_exists(record_path), has_checkpoint = file_exists(checkpoint_path);
+    f.any = has_record || has_checkpoint;
+    if (has_record) {
+      const CompareRunRecord r = compare_run_record_read(record_path, c);
+      MIXLAB_CHECK(r.native_kernels == rep.native_kernels && r.blas == rep.blas,
+                   "compare run record '{}': was computed with other kernels (native {}, BLAS {}; here native {}, "
+                   "BLAS {}), so its cells are not this machine's: use another --out, or remove it to train the run "
+                   "again",
+                   record_path, shown_text(r.native_kernels), shown_text(r.blas), rep.native_kernels, rep.blas);
+      f.state = ComparePlannedRun::State::kKept;
+      f.step = r.result.step;
+    }
+    if (has_checkpoint) {
+      const LoadedCheckpoint checkpoint = checkpoint_read(checkpoint_path);
+      const std::string diff = compare_config_difference(checkpoint.config, c);
+      MIXLAB_CHECK(diff.empty(),
+                   "compare --resume: {}: was trained with other settings ({}); use another --out, or remove it to "
+                   "train the run again",
+                   checkpoint_prefix(checkpoint_path), diff);
+      if (has_record)
+        MIXLAB_CHECK(checkpoint.step == f.step,
+                     "compare --resume: {} is at step {}, its record {} at step {}; remove both to train the run again",
+                     checkpoint_prefix(checkpoint_path), checkpoint.step, record_path, f.step);
+      else
+        f.state = ComparePlannedRun::State::kResume, f.step = checkpoint.step;
+    } else {
+      // A kept run's model comes from its checkpoint (decode timings, length sweeps).
+      MIXLAB_CHECK(!has_record,
+                   "compare --resume: {} has no checkpoint {} beside it (the run's model); remove the record to train "
+                   "the run again",
+                   record_path, checkpoint_path);
+    }
+    return f;
+  };
+  // --resume: every record and checkpoint that is there must describe its run, checked now rather
+  // than as a failed row after hours of the other runs' training. A run with no files under its
+  // name may have them under the name an earlier compare gave it: without _seed<S> when that
+  // compare ran one seed, without _lr<R> when it swept no rate (or with them, the other way
+  // round). Such files are the run's when their config is this run's key for key (seed and rate
+  // included); they are moved to the run's name before the first run, so adding seeds or rates to
+  // a finished compare trains only the new runs. --plan reads the same files for each run's state.
   if (o.resume || o.plan_only)
-    for (const auto& job : jobs) {
+    for (auto& job : jobs) {
       TrainConfig c = job.config;
       c.seed += static_cast<uint64_t>(job.seed);
-      const std::string record_path = job.base + ".result.json", checkpoint_path = job.base + ".pt";
       ComparePlannedRun planned;
       planned.mixer = mixers[job.mixer];
       planned.task = o.tasks[job.task];
@@ -321,44 +371,29 @@ CompareReport compare_run(const CompareOptions& o) {
       planned.lr = c.lr;
       planned.steps = c.steps;
       planned.base = job.base;
-      const bool has_record = file_exists(record_path), has_checkpoint = file_exists(checkpoint_path);
       if (!o.resume) {
-        planned.replaces = has_record || has_checkpoint;
+        planned.replaces = file_exists(job.base + ".result.json") || file_exists(job.base + ".pt");
         rep.plan.push_back(planned);
         continue;
       }
-      if (has_record) {
-        const CompareRunRecord r = compare_run_record_read(record_path, c);
-        MIXLAB_CHECK(r.native_kernels == rep.native_kernels && r.blas == rep.blas,
-                     "compare run record '{}': was computed with other kernels (native {}, BLAS {}; here native {}, "
-                     "BLAS {}), so its cells are not this machine's: use another --out, or remove it to train the run "
-                     "again",
-                     record_path, shown_text(r.native_kernels), shown_text(r.blas), rep.native_kernels, rep.blas);
-        planned.state = ComparePlannedRun::State::kKept;
-        planned.step = r.result.step;
-      }
-      if (has_checkpoint) {
-        const LoadedCheckpoint checkpoint = checkpoint_read(checkpoint_path);
-        const std::string diff = compare_config_difference(checkpoint.config, c);
-        MIXLAB_CHECK(diff.empty(),
-                     "compare --resume: {}: was trained with other settings ({}); use another --out, or remove it to "
-                     "train the run again",
-                     checkpoint_prefix(checkpoint_path), diff);
-        if (has_record)
-          MIXLAB_CHECK(
-              checkpoint.step == planned.step,
-              "compare --resume: {} is at step {}, its record {} at step {}; remove both to train the run again",
-              checkpoint_prefix(checkpoint_path), checkpoint.step, record_path, planned.step);
-        else
-          planned.state = ComparePlannedRun::State::kResume, planned.step = checkpoint.step;
-      } else {
-        // A kept run's model comes from its checkpoint (decode timings, length sweeps).
-        MIXLAB_CHECK(
-            !has_record,
-            "compare --resume: {} has no checkpoint {} beside it (the run's model); remove the record to train "
-            "the run again",
-            record_path, checkpoint_path);
-      }
+      RunFiles f = inspect(job.base, c);
+      if (!f.any)
+        for (const bool seed_suffix : {false, true})
+          for (const bool lr_suffix : {false, true}) {
+            const std::string other =
+                runs_dir + "/" +
+                compare_run_base(mixers[job.mixer], o.tasks[job.task], c.seed, seed_suffix, c.lr, lr_suffix);
+            if (f.any || other == job.base) continue;
+            try {
+              f = inspect(other, c);
+            } catch (const Error&) {
+              f = RunFiles{};  // another run's files (other settings), or damaged: not this run's
+            }
+            if (f.any) job.adopt_from = other;
+          }
+      planned.state = f.state;
+      planned.step = f.step;
+      planned.adopted_from = job.adopt_from;
       rep.plan.push_back(planned);
     }
   if (o.plan_only) {
@@ -375,6 +410,12 @@ CompareReport compare_run(const CompareOptions& o) {
     std::filesystem::create_directories(runs_dir, ec);
     MIXLAB_CHECK_IO(!ec, "compare: cannot create {}: {}", runs_dir, ec.message());
   }
+  // --resume: files an earlier compare named otherwise take this run's name, the record last (a
+  // compare killed in between finds a checkpoint without a record: that run resumes at its step).
+  for (const auto& job : jobs)
+    if (!job.adopt_from.empty())
+      for (const char* suffix : {".jsonl", ".pt", ".result.json"})
+        if (file_exists(job.adopt_from + suffix)) durable_rename(job.adopt_from + suffix, job.base + suffix);
   if (!o.resume) {
     // Every run trains from its start: what an earlier compare left under these names goes now,
     // not when each run is handed out, so a compare killed before its last run leaves no record
@@ -455,14 +496,28 @@ CompareReport compare_run(const CompareOptions& o) {
         to.metrics_path = job.base + ".jsonl";
         to.checkpoint_path = checkpoint_path;
         if (kept) {
-          log(fmt::format("compare: run {}/{}: {} on {}: kept from {} (step {}{})\n", n + 1, n_jobs, spec, task,
-                          record_path, kept->result.step, lr_sweep ? fmt::format(", lr {:g}", c.lr) : std::string()));
+          log(fmt::format("compare: run {}/{}: {} on {}: kept from {} (step {}{}{})\n", n + 1, n_jobs, spec, task,
+                          record_path, kept->result.step, lr_sweep ? fmt::format(", lr {:g}", c.lr) : std::string(),
+                          job.adopt_from.empty() ? std::string() : ", named " + job.adopt_from + " before"));
           MIXLAB_CHECK(kept->parameters == job.parameters, "{}: the record's model has {} parameters, this build's {}",
                        record_path, kept->parameters, job.parameters);
           job.result = kept->result;
           job.test = kept->test;
           job.valid = kept->valid;
           job.kept = true;
+          if (!lr_sweep) {
+            job.test = kept->result.eval;  // what a run outside a sweep reports (a swept run's record: its test split)
+          } else if (kept->valid.answer_tokens == 0) {
+            // Kept from a compare without a sweep, which evaluated the report split only: the
+            // choice needs the other one, evaluated now on the checkpoint's weights (the same
+            // weights and held-out rows as at the run's end) and added to the record.
+            if (task_report_split(c.task) == EvalSplit::kTest)
+              job.valid = trainer->evaluate(EvalSplit::kValid), job.test = kept->result.eval;
+            else
+              job.valid = kept->result.eval, job.test = trainer->evaluate(EvalSplit::kTest);
+            compare_run_record_write(
+                record_path, {c, job.result, job.valid, job.test, job.parameters, rep.native_kernels, rep.blas});
+          }
         } else {
           log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps, seed {}{}{})\n", n + 1, n_jobs, spec,
                           task, job.parameters, c.steps, c.seed,

@@ -291,6 +291,85 @@ TEST(CompareResume, RefusesRecordsOfOtherSettingsOrKernelsAndDamagedOnes) {
   fs::remove_all(dir);
 }
 
+// A compare run with one seed names its files without _seed<S>, one without a sweep without
+// _lr<R>. --resume with more seeds, then with a sweep of rates, keeps those runs under their new
+// names (the sweep's choice evaluating the validation split a run without a sweep did not) and
+// trains only the new ones; the cells equal those of compares that trained everything.
+TEST(CompareResume, AddingSeedsThenRatesKeepsTheRunsThatAreThere) {
+  const fs::path dir = fs::temp_directory_path() / "mixlab_compare_resume_grow";
+  fs::remove_all(dir);
+  CompareOptions o = resume_options(dir / "grown");
+  o.tasks = {"copy"};
+  o.mixers = {"attention"};
+  o.sweep_lengths.clear();
+  const TrainConfig c = run_config(o, "copy", "attention");
+  const fs::path runs = dir / "grown" / "runs";
+  compare_run(o);
+  ASSERT_TRUE(fs::exists(runs / "attention_copy.result.json"));
+
+  auto same = [](const CompareReport& a, const CompareReport& b) {
+    ASSERT_EQ(a.rows.size(), 1u);
+    ASSERT_EQ(b.rows.size(), 1u);
+    ASSERT_TRUE(a.rows[0].ran) << a.rows[0].note;
+    ASSERT_TRUE(b.rows[0].ran) << b.rows[0].note;
+    EXPECT_EQ(a.rows[0].token_acc_seeds, b.rows[0].token_acc_seeds);  // bit for bit
+    EXPECT_EQ(a.rows[0].answer_acc, b.rows[0].answer_acc);
+    EXPECT_EQ(a.rows[0].eval_loss, b.rows[0].eval_loss);
+    EXPECT_EQ(a.rows[0].steps_trained, b.rows[0].steps_trained);
+    EXPECT_EQ(a.rows[0].lr, b.rows[0].lr);
+    ASSERT_EQ(a.rows[0].lr_trials.size(), b.rows[0].lr_trials.size());
+    for (const auto& [task, trials] : a.rows[0].lr_trials) {
+      ASSERT_EQ(trials.size(), b.rows[0].lr_trials.at(task).size());
+      for (size_t i = 0; i < trials.size(); ++i) {
+        EXPECT_EQ(trials[i].valid_token_acc, b.rows[0].lr_trials.at(task)[i].valid_token_acc) << i;
+        EXPECT_EQ(trials[i].valid_loss, b.rows[0].lr_trials.at(task)[i].valid_loss) << i;
+        EXPECT_EQ(trials[i].test_token_acc, b.rows[0].lr_trials.at(task)[i].test_token_acc) << i;
+      }
+    }
+  };
+
+  // Two seeds: seed 0's run is kept under its new name, seed 1's trained.
+  o.seeds = 2;
+  o.resume = true;
+  {
+    CompareOptions plan = o;
+    plan.plan_only = true;
+    const CompareReport p = compare_run(plan);
+    ASSERT_EQ(p.plan.size(), 2u);
+    EXPECT_EQ(p.plan[0].state, ComparePlannedRun::State::kKept);
+    EXPECT_EQ(p.plan[0].adopted_from, (runs / "attention_copy").string());
+    EXPECT_EQ(p.plan[1].state, ComparePlannedRun::State::kTrain);
+    EXPECT_NE(compare_plan_text(p, o.out_dir, true).find("kept (attention_copy renamed)"), std::string::npos);
+    EXPECT_TRUE(fs::exists(runs / "attention_copy.result.json")) << "a plan renames nothing";
+  }
+  const CompareReport two = compare_run(o);
+  EXPECT_EQ(two.runs_kept, 1);
+  const std::string seed0 = fmt::format("attention_copy_seed{}", c.seed);
+  for (const char* suffix : {".jsonl", ".pt", ".result.json"}) {
+    EXPECT_TRUE(fs::exists(runs / (seed0 + suffix))) << suffix;
+    EXPECT_FALSE(fs::exists(runs / (std::string("attention_copy") + suffix))) << suffix;
+  }
+  CompareOptions fresh = o;
+  fresh.resume = false;
+  fresh.out_dir = (dir / "fresh2").string();
+  same(two, compare_run(fresh));
+
+  // A sweep over the preset's rate and another: the four runs there are kept, four trained.
+  o.lrs = {c.lr, 2 * c.lr};
+  const CompareReport swept = compare_run(o);
+  EXPECT_EQ(swept.runs, 4);
+  EXPECT_EQ(swept.runs_kept, 2);
+  EXPECT_TRUE(fs::exists(runs / fmt::format("{}_lr{}.result.json", seed0, c.lr)));
+  fresh.lrs = o.lrs;
+  fresh.out_dir = (dir / "fresh_swept").string();
+  same(swept, compare_run(fresh));
+  // Kept again, now with the validation split in their records.
+  const CompareReport again = compare_run(o);
+  EXPECT_EQ(again.runs_kept, 4);
+  same(swept, again);
+  fs::remove_all(dir);
+}
+
 TEST(CompareResume, RunBaseNamesEveryRunApart) {
   EXPECT_EQ(compare_run_base("resolvent:pow2+cache", "copy", 0, false, 1e-3, false), "resolvent_pow2_cache_copy");
   EXPECT_EQ(compare_run_base("ssm*3|attention", "recall", 7, true, 3e-3, true), "ssm_3_attention_recall_seed7_lr0.003");

@@ -25,6 +25,10 @@ namespace mixlab {
 /// Replaces `path` with `bytes` atomically and durably. Throws mixlab::IoError naming `path`.
 void atomic_write_file(const std::string& path, std::string_view bytes);
 
+/// Renames `from` to `to` (replacing `to`; both in one filesystem) and fsyncs the directory of
+/// `to`, so the new name survives a power loss. Throws mixlab::IoError naming both paths.
+void durable_rename(const std::string& from, const std::string& to);
+
 /// Removes the temporary files that atomic_write_file left in `dir` when its process was killed
 /// mid-write (regular files named "<name>.tmp.<digits>.<digits>"); returns how many. Call it only
 /// while holding `dir`'s DirLock: then no live writer of this directory can own one.

@@ -141,7 +141,10 @@ struct CompareOptions {
   // (<out>/runs/<base>.result.json, mixlab/train/compare_run_record.h) exists is not trained
   // again, its model is read from its checkpoint; a run with a checkpoint and no record resumes
   // from that checkpoint (written at every eval_every evaluation unless checkpoint_every is
-  // set). A record or checkpoint of other settings is an error. Without it,
+  // set). A record or checkpoint of other settings is an error. A run's files under the name an
+  // earlier compare with one seed or without a sweep gave it (no _seed<S>, no _lr<R>) are its
+  // own when their config equals the run's: they take its name, so more seeds or rates train only
+  // the new runs (a kept run outside a sweep gets its validation split evaluated). Without it,
   // every run trains from its start and replaces what the directory held.
   bool resume = false;
   // `--plan`: validate everything as a compare does, read what out_dir holds (with `resume`, the
@@ -178,6 +181,9 @@ struct ComparePlannedRun {
   bool replaces = false;  // without --resume: an earlier compare's record or checkpoint under its
                           // name, which the compare removes before its first run
   std::string base;       // <out>/runs/<compare_run_base>
+  // --resume: the base an earlier compare gave this run's files (one seed: no _seed<S>; no sweep:
+  // no _lr<R>; or the other way round), moved to `base` before the first run; "" otherwise.
+  std::string adopted_from;
 };
 
 struct CompareRow {
