@@ -19,7 +19,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// "97.3" for one seed, "97.3 (96.1..98.0)" for several: mean (min..max), in %.
 // A table in columns separated by " | " under a rule; columns from `right_from` on are
 // right-aligned. A row of another length than `head` (a failed mixer's note) is written as is.
 std::string text_table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& cells,
@@ -46,6 +45,7 @@ std::string text_table(const std::vector<std::string>& head, const std::vector<s
   return out;
 }
 
+// "97.3" for one seed, "97.3 (96.1..98.0)" for several: mean (min..max), in %.
 std::string seed_cell(const std::vector<double>& v) {
   const SeedStats s = seed_stats(v);
   if (v.size() <= 1) return fmt::format("{:.1f}", 100 * s.mean);
@@ -421,6 +421,8 @@ std::string compare_plan_text(const CompareReport& rep, const std::string& out_d
                      fmt::format("{} / {}", p.step, p.steps)});
   }
   std::string out = text_table({"run", "mixer", "task", "state", "seed", "lr", "steps done / planned"}, cells, 4);
+  for (size_t i = 0; i < rep.plan.size(); ++i)
+    if (!rep.plan[i].not_taken.empty()) out += fmt::format("run {}: {}\n", i + 1, rep.plan[i].not_taken);
   out += fmt::format("compare --plan: {} run(s) into {}/runs", rep.runs, out_dir);
   if (resume)
     out += fmt::format(" with --resume: {} kept, {} resumed from a checkpoint, {} trained from the start",

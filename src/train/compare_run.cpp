@@ -269,6 +269,7 @@ CompareReport compare_run(const CompareOptions& o) {
     std::vector<LengthError> sweep;      // the task's length sweep, if any
     std::string base;                    // <out>/runs/<compare_run_base>: the run's files, a suffix each
     std::string adopt_from;              // --resume: the base an earlier compare gave this run's files
+    std::string not_taken;               // --resume: files under such a base that were not this run's, and why
     bool kept = false, resumed = false;  // --resume: not trained / trained on from a checkpoint
   };
   std::vector<Job> jobs;
@@ -377,23 +378,42 @@ CompareReport compare_run(const CompareOptions& o) {
         continue;
       }
       RunFiles f = inspect(job.base, c);
-      if (!f.any)
-        for (const bool seed_suffix : {false, true})
-          for (const bool lr_suffix : {false, true}) {
-            const std::string other =
-                runs_dir + "/" +
-                compare_run_base(mixers[job.mixer], o.tasks[job.task], c.seed, seed_suffix, c.lr, lr_suffix);
-            if (f.any || other == job.base) continue;
+      for (const bool seed_suffix : {false, true})
+        for (const bool lr_suffix : {false, true}) {
+          const std::string other =
+              runs_dir + "/" +
+              compare_run_base(mixers[job.mixer], o.tasks[job.task], c.seed, seed_suffix, c.lr, lr_suffix);
+          if (other == job.base || !job.adopt_from.empty()) continue;
+          const std::string name = std::filesystem::path(other).filename().string();
+          if (!f.any) {
             try {
               f = inspect(other, c);
-            } catch (const Error&) {
-              f = RunFiles{};  // another run's files (other settings), or damaged: not this run's
+            } catch (const IoError&) {
+              throw;
+            } catch (const Error& e) {
+              // Files of other settings, or damaged ones: not this run's, and the plan says why.
+              f = RunFiles{};
+              if (job.not_taken.empty()) job.not_taken = fmt::format("{}.* not taken: {}", name, e.what());
             }
             if (f.any) job.adopt_from = other;
+          } else if (f.state == ComparePlannedRun::State::kResume && file_exists(other + ".result.json") &&
+                     !file_exists(other + ".pt")) {
+            // A compare killed between renaming this run's checkpoint and its record: the record
+            // at the checkpoint's step, of this config and kernels, completes the move.
+            try {
+              const CompareRunRecord r = compare_run_record_read(other + ".result.json", c);
+              if (r.result.step == f.step && r.native_kernels == rep.native_kernels && r.blas == rep.blas)
+                job.adopt_from = other, f.state = ComparePlannedRun::State::kKept;
+            } catch (const IoError&) {
+              throw;
+            } catch (const Error&) {
+            }
           }
+        }
       planned.state = f.state;
       planned.step = f.step;
       planned.adopted_from = job.adopt_from;
+      planned.not_taken = job.not_taken;
       rep.plan.push_back(planned);
     }
   if (o.plan_only) {
@@ -519,10 +539,11 @@ CompareReport compare_run(const CompareOptions& o) {
                 record_path, {c, job.result, job.valid, job.test, job.parameters, rep.native_kernels, rep.blas});
           }
         } else {
-          log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps, seed {}{}{})\n", n + 1, n_jobs, spec,
-                          task, job.parameters, c.steps, c.seed,
+          log(fmt::format("compare: run {}/{}: {} on {} ({} parameters, {} steps, seed {}{}{}{})\n", n + 1, n_jobs,
+                          spec, task, job.parameters, c.steps, c.seed,
                           lr_sweep ? fmt::format(", lr {:g}", c.lr) : std::string(),
-                          checkpoint ? fmt::format(", resumed at step {}", checkpoint->step) : std::string()));
+                          checkpoint ? fmt::format(", resumed at step {}", checkpoint->step) : std::string(),
+                          job.not_taken.empty() ? std::string() : "; " + job.not_taken));
           job.resumed = checkpoint.has_value();
           job.result = trainer->run(to);
           if (job.resumed) {

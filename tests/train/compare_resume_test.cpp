@@ -133,6 +133,7 @@ TEST(CompareResume, KeepsFinishedRunsResumesTheRestAndGivesTheSameTable) {
     // --plan: each run's state and steps from its files, nothing trained or changed.
     CompareOptions plan = o;
     plan.plan_only = true;
+    plan.before_first_write = [](const std::string&) { ADD_FAILURE() << "a plan takes no lock and writes nothing"; };
     const CompareReport p = compare_run(plan);
     ASSERT_EQ(p.plan.size(), 4u);
     EXPECT_TRUE(p.rows.empty());
@@ -169,7 +170,6 @@ TEST(CompareResume, KeepsFinishedRunsResumesTheRestAndGivesTheSameTable) {
               std::string::npos);
     EXPECT_TRUE(fs::exists(runs / "attention_multihop.result.json")) << "a plan removes nothing";
     EXPECT_EQ(read_text(runs / "local_4_copy.jsonl"), partial);
-    EXPECT_FALSE(fs::exists(dir / "cut" / ".lock")) << "a plan takes no lock";
   }
   const CompareReport resumed = compare_run(o);
   EXPECT_EQ(resumed.runs, 4);
@@ -354,19 +354,66 @@ TEST(CompareResume, AddingSeedsThenRatesKeepsTheRunsThatAreThere) {
   fresh.out_dir = (dir / "fresh2").string();
   same(two, compare_run(fresh));
 
-  // A sweep over the preset's rate and another: the four runs there are kept, four trained.
+  // A sweep over the preset's rate and another: the two runs there are kept, two trained.
   o.lrs = {c.lr, 2 * c.lr};
   const CompareReport swept = compare_run(o);
   EXPECT_EQ(swept.runs, 4);
   EXPECT_EQ(swept.runs_kept, 2);
-  EXPECT_TRUE(fs::exists(runs / fmt::format("{}_lr{}.result.json", seed0, c.lr)));
+  const fs::path swept_record = runs / fmt::format("{}_lr{}.result.json", seed0, c.lr);
+  ASSERT_TRUE(fs::exists(swept_record));
+  TrainConfig c0 = c;
+  EXPECT_GT(compare_run_record_read(swept_record.string(), c0).valid.answer_tokens, 0)
+      << "the kept run's record now holds its validation split";
   fresh.lrs = o.lrs;
   fresh.out_dir = (dir / "fresh_swept").string();
   same(swept, compare_run(fresh));
-  // Kept again, now with the validation split in their records.
   const CompareReport again = compare_run(o);
   EXPECT_EQ(again.runs_kept, 4);
   same(swept, again);
+
+  // Back to the preset's rate alone: the swept runs at that rate are kept under their old names.
+  o.lrs.clear();
+  const CompareReport unswept = compare_run(o);
+  EXPECT_EQ(unswept.runs_kept, 2);
+  EXPECT_TRUE(fs::exists(runs / (seed0 + ".result.json")));
+  same(unswept, two);
+
+  // Files of other settings under the old name are not taken, and the plan says why (seed 0's
+  // files of 12 steps back under their one-seed name, planned at 16 steps).
+  {
+    CompareOptions longer = o;
+    longer.out_dir = (dir / "longer").string();
+    longer.overrides["steps"] = 16;
+    longer.plan_only = true;
+    fs::create_directories(dir / "longer" / "runs");
+    for (const char* suffix : {".jsonl", ".pt", ".result.json"})
+      fs::copy_file(runs / (seed0 + suffix), dir / "longer" / "runs" / (std::string("attention_copy") + suffix));
+    const CompareReport refused = compare_run(longer);
+    ASSERT_EQ(refused.plan.size(), 2u);
+    EXPECT_EQ(refused.plan[0].state, ComparePlannedRun::State::kTrain);
+    EXPECT_NE(refused.plan[0].not_taken.find("attention_copy.* not taken: "), std::string::npos)
+        << refused.plan[0].not_taken;
+    EXPECT_NE(refused.plan[0].not_taken.find("'steps': 12 there, 16 now"), std::string::npos)
+        << refused.plan[0].not_taken;
+    EXPECT_NE(compare_plan_text(refused, longer.out_dir, true).find("run 1: attention_copy.* not taken"),
+              std::string::npos);
+  }
+
+  // A compare killed between moving a run's checkpoint and its record: the next --resume finishes
+  // the move and keeps the run.
+  fs::rename(runs / (seed0 + ".result.json"), runs / "attention_copy.result.json");
+  {
+    CompareOptions plan = o;
+    plan.plan_only = true;
+    const CompareReport p = compare_run(plan);
+    EXPECT_EQ(p.plan[0].state, ComparePlannedRun::State::kKept);
+    EXPECT_EQ(p.plan[0].adopted_from, (runs / "attention_copy").string());
+  }
+  const CompareReport finished = compare_run(o);
+  EXPECT_EQ(finished.runs_kept, 2);
+  EXPECT_EQ(finished.runs_resumed, 0);
+  EXPECT_FALSE(fs::exists(runs / "attention_copy.result.json"));
+  same(finished, two);
   fs::remove_all(dir);
 }
 

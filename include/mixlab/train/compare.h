@@ -184,6 +184,9 @@ struct ComparePlannedRun {
   // --resume: the base an earlier compare gave this run's files (one seed: no _seed<S>; no sweep:
   // no _lr<R>; or the other way round), moved to `base` before the first run; "" otherwise.
   std::string adopted_from;
+  // --resume: files under such another base that were not taken (other settings, or damaged), and
+  // why; "" when none was there.
+  std::string not_taken;
 };
 
 struct CompareRow {
