@@ -430,8 +430,9 @@ CompareReport compare_run(const CompareOptions& o) {
     std::filesystem::create_directories(runs_dir, ec);
     MIXLAB_CHECK_IO(!ec, "compare: cannot create {}: {}", runs_dir, ec.message());
   }
-  // --resume: files an earlier compare named otherwise take this run's name, the record last (a
-  // compare killed in between finds a checkpoint without a record: that run resumes at its step).
+  // --resume: files an earlier compare named otherwise take this run's name, the record last (the
+  // next --resume after a kill in between finds the checkpoint here and the record there at its
+  // step, and finishes the move; see the loop above).
   for (const auto& job : jobs)
     if (!job.adopt_from.empty())
       for (const char* suffix : {".jsonl", ".pt", ".result.json"})
