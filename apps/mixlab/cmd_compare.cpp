@@ -208,9 +208,9 @@ void cmd_compare_register(CLI::App& app) {
                 "Keep the runs an earlier compare into --out finished (their records and checkpoints in OUT/runs) and "
                 "resume the ones it left with a checkpoint; the table equals an uninterrupted compare's");
   sub->add_flag("--plan", args->plan,
-                "List every run with its steps done and planned and what the compare would do with it (train; with "
-                "--resume also keep or resume), then exit: nothing is trained or written, so it may look into a "
-                "compare that is running");
+                "List every run with its steps done and planned, the time left estimated from the rates measured in "
+                "--out, and what the compare would do with it (train; with --resume also keep or resume), then exit: "
+                "nothing is trained or written, so it may look into a compare that is running (a snapshot)");
   sub->callback([args] { run_compare(*args); });
 }
 

@@ -407,7 +407,8 @@ std::string compare_table_text(const CompareReport& rep) {
 
 std::string compare_plan_text(const CompareReport& rep, const std::string& out_dir, bool resume) {
   std::vector<std::vector<std::string>> cells;
-  int64_t planned = 0, left = 0, trained = 0, replaced = 0;
+  int64_t planned = 0, left = 0, trained = 0, replaced = 0, unmeasured = 0;
+  double seconds_left = 0;
   for (size_t i = 0; i < rep.plan.size(); ++i) {
     const ComparePlannedRun& p = rep.plan[i];
     std::string state = "train";
@@ -424,9 +425,13 @@ std::string compare_plan_text(const CompareReport& rep, const std::string& out_d
     trained += p.state == ComparePlannedRun::State::kTrain;
     replaced += p.replaces;
     cells.push_back({std::to_string(i + 1), p.mixer, p.task, state, std::to_string(p.seed), fmt::format("{:g}", p.lr),
-                     fmt::format("{} / {}", p.step, p.steps)});
+                     fmt::format("{} / {}", p.step, p.steps),
+                     p.seconds_left < 0 ? "—" : format_duration(p.seconds_left)});
+    if (p.seconds_left > 0) seconds_left += p.seconds_left;
+    if (p.seconds_left < 0) ++unmeasured;
   }
-  std::string out = text_table({"run", "mixer", "task", "state", "seed", "lr", "steps done / planned"}, cells, 4);
+  std::string out =
+      text_table({"run", "mixer", "task", "state", "seed", "lr", "steps done / planned", "time left"}, cells, 4);
   for (size_t i = 0; i < rep.plan.size(); ++i)
     if (!rep.plan[i].not_taken.empty()) out += fmt::format("run {}: {}\n", i + 1, rep.plan[i].not_taken);
   out += fmt::format("compare --plan: {} run(s) into {}/runs", rep.runs, out_dir);
@@ -442,6 +447,13 @@ std::string compare_plan_text(const CompareReport& rep, const std::string& out_d
             : std::string());
   out += fmt::format("; {} of {} planned steps left ({:.0f} %; a run that reaches stop_at ends sooner).\n", left,
                      planned, planned > 0 ? 100.0 * double(left) / double(planned) : 0.0);
+  if (unmeasured < static_cast<int64_t>(rep.plan.size()))
+    out += fmt::format(
+        "time left = an estimate from the tokens/s that each mixer's runs in this directory measured: about {} of run "
+        "time,\none run at a time{}.\n",
+        format_duration(seconds_left),
+        unmeasured > 0 ? fmt::format(", not counting {} run(s) whose mixer has no measured rate here", unmeasured)
+                       : std::string());
   return out;
 }
 

@@ -25,6 +25,7 @@
 #include "mixlab/registry/layer_specs.h"
 #include "mixlab/train/compare.h"
 #include "mixlab/train/compare_run_record.h"
+#include "mixlab/train/run_metrics.h"
 #include "mixlab/train/trainer.h"
 
 namespace mixlab {
@@ -421,6 +422,34 @@ CompareReport compare_run(const CompareOptions& o) {
     for (const auto& p : rep.plan)
       rep.runs_kept += p.state == ComparePlannedRun::State::kKept,
           rep.runs_resumed += p.state == ComparePlannedRun::State::kResume;
+    // The time left, estimated from the rates measured here: per mixer, the tokens and seconds of
+    // the metrics of every run of it in the directory (kept, cut or running), applied to the
+    // tokens each run has left. A rate is the mixer's under that run's task length and load, so
+    // this is a rough guide, not a promise; a mixer with no metrics yet gets none.
+    std::map<std::string, std::pair<double, double>> measured;  // mixer: tokens, seconds
+    for (const auto& p : rep.plan) {
+      const std::string metrics = (p.adopted_from.empty() ? p.base : p.adopted_from) + ".jsonl";
+      if (!file_exists(metrics)) continue;
+      double tokens = 0, seconds = 0;
+      for (const auto& line : read_metrics_lines(metrics))
+        if (line.contains("tokens") && line.contains("seconds") && line.at("seconds").is_number() &&
+            line.at("tokens").is_number())
+          tokens = line.at("tokens").get<double>(), seconds = line.at("seconds").get<double>();
+      if (tokens > 0 && seconds > 0) measured[p.mixer].first += tokens, measured[p.mixer].second += seconds;
+    }
+    for (size_t i = 0; i < rep.plan.size(); ++i) {
+      ComparePlannedRun& p = rep.plan[i];
+      const TrainConfig& c = jobs[i].config;
+      const double tokens_left =
+          p.state == ComparePlannedRun::State::kKept
+              ? 0.0
+              : double(p.steps - p.step) * double(c.batch) * double(task_sequence_length(c.task, c.task.length));
+      const auto rate = measured.find(p.mixer);
+      if (tokens_left == 0)
+        p.seconds_left = 0;
+      else if (rate != measured.end())
+        p.seconds_left = tokens_left * rate->second.second / rate->second.first;
+    }
     return rep;
   }
   rep.plan.clear();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -437,4 +438,17 @@ TEST(AnalysisEquivalentPattern, UnitLatticeCachePatternsAreTheirPlainPattern) {
   EXPECT_EQ(r.shortest_path.max, 1);
   EXPECT_EQ(r.congestion.d_min, 1);
   EXPECT_EQ(r.cost_max, (int64_t{1} << 20) - 1);
+}
+
+// Rates and durations as the progress lines, the compare table and compare --plan print them.
+TEST(AnalysisFormat, RatesAndDurations) {
+  EXPECT_EQ(format_rate(950), "950");
+  EXPECT_EQ(format_rate(12345), "12.3k");
+  EXPECT_EQ(format_rate(1.25e6), "1.25M");
+  EXPECT_EQ(format_duration(42.4), "42s");
+  EXPECT_EQ(format_duration(185), "3m05s");
+  EXPECT_EQ(format_duration(7620), "2h07m");
+  EXPECT_EQ(format_duration(-1), "?");
+  EXPECT_EQ(format_duration(std::nan("")), "?");
+  EXPECT_EQ(format_duration(2e7), "?");
 }

@@ -159,6 +159,20 @@ TEST(CompareResume, KeepsFinishedRunsResumesTheRestAndGivesTheSameTable) {
     EXPECT_NE(text.find("1 kept, 2 resumed from a checkpoint, 1 trained from the start; 16 of 48 planned steps left"),
               std::string::npos)
         << text;
+    // Time left from each mixer's measured rate: none for a run at its last step or kept; local:4's
+    // runs from the metrics of its cut copy run, the one never started more than the one cut at 8.
+    EXPECT_EQ(p.plan[0].seconds_left, 0);
+    EXPECT_EQ(p.plan[1].seconds_left, 0);
+    EXPECT_GT(p.plan[2].seconds_left, 0);
+    EXPECT_GT(p.plan[3].seconds_left, p.plan[2].seconds_left);
+    EXPECT_NE(text.find("time left = an estimate"), std::string::npos) << text;
+    // Nothing measured: no estimate.
+    CompareOptions empty = plan;
+    empty.out_dir = (dir / "empty").string();
+    const CompareReport none = compare_run(empty);
+    for (const auto& run : none.plan) EXPECT_EQ(run.seconds_left, -1) << run.base;
+    EXPECT_EQ(compare_plan_text(none, empty.out_dir, true).find("time left ="), std::string::npos);
+    EXPECT_FALSE(fs::exists(dir / "empty")) << "a plan creates nothing";
     // Without --resume every run trains, and the plan says which names hold an earlier compare's files.
     plan.resume = false;
     const CompareReport fresh = compare_run(plan);

@@ -23,6 +23,9 @@ std::string format_shortest_path(const ShortestPathStats& s);
 std::string format_congestion(const CongestionReport& c);
 /// A rate per second with a k / M suffix: 950, 12.3k, 1.25M.
 std::string format_rate(double per_second);
+/// A duration in seconds as "42s", "3m05s" or "2h07m"; "?" when negative, not finite or
+/// beyond 10^7 s.
+std::string format_duration(double seconds);
 
 /// Number of terminal columns a UTF-8 string takes (∞, —, ≥ and µ take one each).
 size_t display_width(const std::string& utf8);

@@ -187,6 +187,10 @@ struct ComparePlannedRun {
   // --resume: files under such another base that were not taken (other settings, or damaged), and
   // why; "" when none was there.
   std::string not_taken;
+  // The run time left, estimated from the rates of its mixer's runs whose metrics are in the
+  // directory (tokens per second, applied to the tokens it has left); 0 when kept, -1 when no run
+  // of its mixer has metrics there. One run at a time, under the load those runs had.
+  double seconds_left = -1;
 };
 
 struct CompareRow {
