@@ -44,6 +44,17 @@ void check_run_spec(const TrainConfig& c) {
   }
 }
 
+// A run's cumulative training tokens and seconds (they carry on across a resume): its last
+// metrics line that has both, with seconds > 0; {0, 0} when none has.
+std::pair<double, double> metrics_tokens_seconds(const std::vector<json>& lines) {
+  std::pair<double, double> out{0, 0};
+  for (const auto& line : lines)
+    if (line.contains("tokens") && line.contains("seconds") && line.at("tokens").is_number() &&
+        line.at("seconds").is_number() && line.at("seconds").get<double>() > 0)
+      out = {line.at("tokens").get<double>(), line.at("seconds").get<double>()};
+  return out;
+}
+
 // Decode speed: model.step over T random tokens, B = 1, after a short warm-up.
 double decode_us_per_token(DecoderModel& model, int64_t T) {
   torch::NoGradGuard no_grad;
@@ -267,10 +278,13 @@ CompareReport compare_run(const CompareOptions& o) {
     std::shared_ptr<DecoderModel> model;
     int64_t parameters = 0;
     std::string error;
-    std::vector<LengthError> sweep;      // the task's length sweep, if any
-    std::string base;                    // <out>/runs/<compare_run_base>: the run's files, a suffix each
-    std::string adopt_from;              // --resume: the base an earlier compare gave this run's files
-    std::string not_taken;               // --resume: files under such a base that were not this run's, and why
+    std::vector<LengthError> sweep;  // the task's length sweep, if any
+    std::string base;                // <out>/runs/<compare_run_base>: the run's files, a suffix each
+    std::string adopt_from;          // --resume: the base an earlier compare gave this run's files
+    std::string not_taken;           // --resume: files under such a base that were not this run's, and why
+    // --resume: what the files hold, checked before the first run (a kept run's record with it).
+    ComparePlannedRun::State state = ComparePlannedRun::State::kTrain;
+    std::optional<CompareRunRecord> record;
     bool kept = false, resumed = false;  // --resume: not trained / trained on from a checkpoint
   };
   std::vector<Job> jobs;
@@ -316,7 +330,8 @@ CompareReport compare_run(const CompareOptions& o) {
   struct RunFiles {
     ComparePlannedRun::State state = ComparePlannedRun::State::kTrain;
     int64_t step = 0;
-    bool any = false;  // a record or a checkpoint is there
+    bool any = false;                        // a record or a checkpoint is there
+    std::optional<CompareRunRecord> record;  // kKept: the record, read and checked once, here
   };
   auto inspect = [&](const std::string& base, const TrainConfig& c) {
     RunFiles f;
@@ -324,7 +339,7 @@ CompareReport compare_run(const CompareOptions& o) {
     const bool has_record = file_exists(record_path), has_checkpoint = file_exists(checkpoint_path);
     f.any = has_record || has_checkpoint;
     if (has_record) {
-      const CompareRunRecord r = compare_run_record_read(record_path, c);
+      CompareRunRecord r = compare_run_record_read(record_path, c);
       MIXLAB_CHECK(r.native_kernels == rep.native_kernels && r.blas == rep.blas,
                    "compare run record '{}': was computed with other kernels (native {}, BLAS {}; here native {}, "
                    "BLAS {}), so its cells are not this machine's: use another --out, or remove it to train the run "
@@ -332,6 +347,7 @@ CompareReport compare_run(const CompareOptions& o) {
                    record_path, shown_text(r.native_kernels), shown_text(r.blas), rep.native_kernels, rep.blas);
       f.state = ComparePlannedRun::State::kKept;
       f.step = r.result.step;
+      f.record = std::move(r);
     }
     if (has_checkpoint) {
       const LoadedCheckpoint checkpoint = checkpoint_read(checkpoint_path);
@@ -402,9 +418,9 @@ CompareReport compare_run(const CompareOptions& o) {
             // A compare killed between renaming this run's checkpoint and its record: the record
             // at the checkpoint's step, of this config and kernels, completes the move.
             try {
-              const CompareRunRecord r = compare_run_record_read(other + ".result.json", c);
+              CompareRunRecord r = compare_run_record_read(other + ".result.json", c);
               if (r.result.step == f.step && r.native_kernels == rep.native_kernels && r.blas == rep.blas)
-                job.adopt_from = other, f.state = ComparePlannedRun::State::kKept;
+                job.adopt_from = other, f.state = ComparePlannedRun::State::kKept, f.record = std::move(r);
             } catch (const IoError&) {
               throw;
             } catch (const Error&) {
@@ -413,6 +429,8 @@ CompareReport compare_run(const CompareOptions& o) {
         }
       planned.state = f.state;
       planned.step = f.step;
+      job.state = f.state;
+      job.record = std::move(f.record);
       planned.adopted_from = job.adopt_from;
       planned.not_taken = job.not_taken;
       rep.plan.push_back(planned);
@@ -430,11 +448,7 @@ CompareReport compare_run(const CompareOptions& o) {
     for (const auto& p : rep.plan) {
       const std::string metrics = (p.adopted_from.empty() ? p.base : p.adopted_from) + ".jsonl";
       if (!file_exists(metrics)) continue;
-      double tokens = 0, seconds = 0;
-      for (const auto& line : read_metrics_lines(metrics))
-        if (line.contains("tokens") && line.contains("seconds") && line.at("seconds").is_number() &&
-            line.at("tokens").is_number())
-          tokens = line.at("tokens").get<double>(), seconds = line.at("seconds").get<double>();
+      const auto [tokens, seconds] = metrics_tokens_seconds(read_metrics_lines(metrics));
       if (tokens > 0 && seconds > 0) measured[p.mixer].first += tokens, measured[p.mixer].second += seconds;
     }
     for (size_t i = 0; i < rep.plan.size(); ++i) {
@@ -519,19 +533,12 @@ CompareReport compare_run(const CompareOptions& o) {
         const uint64_t rows_seed = c.seed;  // sweep rows: the same for every mixer and seed
         c.seed += static_cast<uint64_t>(job.seed);
         const std::string record_path = job.base + ".result.json", checkpoint_path = job.base + ".pt";
-        // --resume: a finished run's record (checked against this config) and its checkpoint; an
-        // unfinished one's checkpoint alone. Read before the model exists, outside the init lock.
-        std::optional<CompareRunRecord> kept;
+        // --resume: a finished run's record (read and checked before the first run) and its
+        // checkpoint; an unfinished one's checkpoint alone. Read before the model exists, outside
+        // the init lock.
+        const std::optional<CompareRunRecord>& kept = job.record;
         std::optional<LoadedCheckpoint> checkpoint;
-        if (o.resume && file_exists(record_path)) kept = compare_run_record_read(record_path, c);
-        if (o.resume && (kept || file_exists(checkpoint_path))) {
-          checkpoint = checkpoint_read(checkpoint_path);
-          if (kept)
-            MIXLAB_CHECK(checkpoint->step == kept->result.step,
-                         "compare --resume: {} is at step {}, its record {} at step {}; remove both to train the run "
-                         "again",
-                         checkpoint_prefix(checkpoint_path), checkpoint->step, record_path, kept->result.step);
-        }
+        if (job.state != ComparePlannedRun::State::kTrain) checkpoint = checkpoint_read(checkpoint_path);
         std::unique_ptr<Trainer> trainer;
         {
           // The global generator seeds the init, and a checkpoint restores it: both under the lock.
@@ -545,6 +552,7 @@ CompareReport compare_run(const CompareOptions& o) {
         to.label = "  " + spec + "/" + task;
         to.metrics_path = job.base + ".jsonl";
         to.checkpoint_path = checkpoint_path;
+        std::vector<json> lines;  // the run's metrics
         if (kept) {
           log(fmt::format("compare: run {}/{}: {} on {}: kept from {} (step {}{}{})\n", n + 1, n_jobs, spec, task,
                           record_path, kept->result.step, lr_sweep ? fmt::format(", lr {:g}", c.lr) : std::string(),
@@ -576,14 +584,12 @@ CompareReport compare_run(const CompareOptions& o) {
                           job.not_taken.empty() ? std::string() : "; " + job.not_taken));
           job.resumed = checkpoint.has_value();
           job.result = trainer->run(to);
+          lines = read_metrics_lines(to.metrics_path);
           if (job.resumed) {
             // This process trained only the steps after the checkpoint (none, resumed at the last):
             // the run's seconds and rate are those of its metrics, which carry on across a resume.
-            for (const auto& line : read_metrics_lines(to.metrics_path))
-              if (line.contains("tokens") && line.contains("seconds") && line.at("seconds").get<double>() > 0) {
-                job.result.seconds = line.at("seconds").get<double>();
-                job.result.tokens_per_s = line.at("tokens").get<double>() / job.result.seconds;
-              }
+            const auto [tokens, seconds] = metrics_tokens_seconds(lines);
+            if (seconds > 0) job.result.seconds = seconds, job.result.tokens_per_s = tokens / seconds;
           }
           job.test = job.result.eval;
           if (lr_sweep) {
@@ -600,8 +606,9 @@ CompareReport compare_run(const CompareOptions& o) {
                                    {c, job.result, job.valid, job.test, job.parameters, rep.native_kernels, rep.blas});
         }
         job.model = trainer->model_ptr();
-        // The run's curves, read back from its metrics (every line is fsync'ed as written).
-        const auto lines = read_metrics_lines(to.metrics_path);
+        // The run's curves, read back from its metrics (every line is fsync'ed as written; a
+        // trained run's were read once, after its training).
+        if (kept) lines = read_metrics_lines(to.metrics_path);
         job.eval_curve = metric_curve(lines, task == "lm" ? "eval_ppl" : "eval_token_acc");
         job.loss_curve = metric_curve(lines, "loss");
         const auto& e = job.test;
