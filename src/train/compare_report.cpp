@@ -250,14 +250,15 @@ std::vector<std::string> accuracy_tasks(const CompareReport& rep) {
 // Runs that trained their whole plan on a plateau: held-out accuracy never more than kPlateauRise
 // above the median of its evaluations, never more than that below it after the first evaluation,
 // and under kPlateauCeiling at the end. The median, not the first evaluation: a run that rises a
-// few points right away and then stays flat (the main job's ssm: 7.2, then 13.8 % on recall) is
-// on a plateau too, while a run that leaves one late has its late evaluations far above its
-// median, and one that climbed for half its plan before it flattened (brl:hist=32 on MAD's fuzzy
-// recall: 28.5 % at step 2000, 43-48 % from step 8000) its early ones far below. On MQAR-style tasks such a plateau can
-// break late, at a step that moves with the seed and the last bits of rounding (docs/log/results-2026-11.md: on the
-// main job's recall at lr 1e-3, pow2+cache leaves it at steps 4250 and 2750 with seeds 1 and 2 and not by step 5000
-// with seed 0), so a cell at chance after a short plan says "not within these steps", not "cannot". Named per task:
-// mixer (steps; k of n seeds when not all).
+// few points right away and then stays flat (the main job's ssm: 7.2, then 13.8 % on recall) is on
+// a plateau too, while a run that leaves one late has its late evaluations far above its median,
+// and one that climbed for half its plan before it flattened (brl:hist=32 on MAD's fuzzy recall:
+// 28.5 % at step 2000, 43-48 % from step 8000) its early ones far below. On MQAR-style tasks such a
+// plateau can break late, at a step that moves with the seed and the last bits of rounding
+// (docs/log/results-2026-11.md: on the main job's recall at lr 1e-3, pow2+cache leaves it at steps
+// 4250 and 2750 with seeds 1 and 2 and not by step 5000 with seed 0), so a cell at chance after a
+// short plan says "not within these steps", not "cannot". Named per task: mixer (steps; k of n
+// seeds when not all).
 constexpr double kPlateauRise = 0.05, kPlateauCeiling = 0.5;
 
 double median(std::vector<double> v) {
