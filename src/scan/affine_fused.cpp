@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -49,6 +50,44 @@ std::pair<at::Tensor, at::Tensor> outputs(const AffineDims& d, const at::Tensor&
   return {out, state};
 }
 
+// Issue 38 item 4: when several threads share the work items, each item runs its recurrence on a
+// state buffer that its own thread allocated and copies it into the state tensor at the end. In
+// place, the items' states lie side by side in the (B,H,Dk,Dv) tensor; in a plain C++ probe of two
+// heads of the diagonal decay on two threads (docs/log/benchmarks-2026-12.md, "Threads at B·H = 2"),
+// one of the two heads then ran 1.3x slower than alone, while with separately allocated states
+// both ran as fast as alone. Which hardware structure the adjacent states share was not found. One
+// thread keeps the state in place (no copies).
+template <typename E>
+class ItemState {
+ public:
+  // n: values per item's state, 0 to run in place.
+  explicit ItemState(int64_t n) : n_(n), storage_(n > 0 ? static_cast<size_t>(n) + kLineValues : 0) {}
+  // The buffer the item runs on: a copy of its `state` in this thread's storage, or `state` itself.
+  E* hold(E* state) {
+    if (n_ == 0) return state;
+    std::copy(state, state + n_, line_aligned());
+    return line_aligned();
+  }
+  // Writes what the item left in its buffer back into `state`.
+  void release(E* state) {
+    if (n_ > 0) std::copy(line_aligned(), line_aligned() + n_, state);
+  }
+
+ private:
+  static constexpr int64_t kLineBytes = 64;  // the kernels' rows start on cache lines, as in a tensor
+  static constexpr int64_t kLineValues = kLineBytes / static_cast<int64_t>(sizeof(E));
+  E* line_aligned() {
+    const auto address = reinterpret_cast<std::uintptr_t>(storage_.data());
+    return reinterpret_cast<E*>((address + kLineBytes - 1) & ~static_cast<std::uintptr_t>(kLineBytes - 1));
+  }
+  int64_t n_;
+  std::vector<E> storage_;
+};
+
+// Whether the items of a forward run on ItemState buffers of their own: more than one item and
+// more than one thread to share them.
+bool items_need_own_state(const AffineDims& d) { return d.B * d.H > 1 && at::get_num_threads() > 1; }
+
 // True when no argument needs a gradient: grad mode off, or no defined tensor requires grad.
 bool needs_no_gradient(std::initializer_list<const at::Tensor*> inputs) {
   if (!at::GradMode::is_enabled()) return true;
@@ -80,21 +119,25 @@ std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at
                    *ap = a.data_ptr<scalar_t>();
     scalar_t *op = out.data_ptr<scalar_t>(), *sp = state.data_ptr<scalar_t>();
     scalar_t* cp = checkpoints ? checkpoints->data_ptr<scalar_t>() : nullptr;
+    const bool own_state = items_need_own_state(d);
     at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
+      ItemState<scalar_t> item_state(own_state ? Dk * Dv : 0);
       for (int64_t bh = begin; bh < end; ++bh) {
+        scalar_t* state_rows = item_state.hold(sp + bh * Dk * Dv);
         affine_fused::DiagDecayRows<scalar_t> rows{qp + bh * T * Dk,
                                                    kp + bh * T * Dk,
                                                    vp + bh * T * Dv,
                                                    ap + bh * T * a_row,
                                                    scalar_gate,
                                                    op + bh * T * Dv,
-                                                   sp + bh * Dk * Dv,
+                                                   state_rows,
                                                    T,
                                                    Dk,
                                                    Dv,
                                                    cp ? cp + bh * chunks * Dk * Dv : nullptr,
                                                    chunk};
         kernels_for<scalar_t>(chosen).diag(rows);
+        item_state.release(sp + bh * Dk * Dv);
       }
     });
   });
@@ -196,11 +239,15 @@ std::pair<at::Tensor, at::Tensor> delta_forward_raw(const AffineDims& d, const a
                    *bp = beta.data_ptr<scalar_t>(), *alp = alpha.defined() ? alpha.data_ptr<scalar_t>() : nullptr;
     scalar_t *op = out.data_ptr<scalar_t>(), *sp = state.data_ptr<scalar_t>();
     scalar_t* ep = errors ? errors->data_ptr<scalar_t>() : nullptr;
+    const bool own_state = items_need_own_state(d);
     at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
+      ItemState<scalar_t> item_state(own_state ? Dk * Dv : 0);
       for (int64_t bh = begin; bh < end; ++bh) {
+        scalar_t* state_rows = item_state.hold(sp + bh * Dk * Dv);
         kernels_for<scalar_t>(chosen).delta(affine_fused::DeltaRuleRows<scalar_t>{
             qp + bh * T * Dk, kp + bh * T * Dk, vp + bh * T * Dv, bp + bh * T, alp ? alp + bh * T : nullptr,
-            op + bh * T * Dv, ep ? ep + bh * T * Dv : nullptr, sp + bh * Dk * Dv, T, Dk, Dv});
+            op + bh * T * Dv, ep ? ep + bh * T * Dv : nullptr, state_rows, T, Dk, Dv});
+        item_state.release(sp + bh * Dk * Dv);
       }
     });
   });

@@ -511,17 +511,39 @@ TEST(FusedAffine, IsaNamesAreChecked) {
 }
 
 // One work item per (batch, head): the thread count splits them, it never changes the arithmetic.
+// At one thread each item's state is updated in place in the state tensor; at two, in a buffer its
+// thread allocated, copied in and out (ItemState, affine_fused.cpp): both forwards, with an initial
+// state, and the training forward whose checkpoints the backward reads, on 6 items.
 TEST(FusedAffine, ThreadCountDoesNotChangeTheResult) {
-  at::NoGradGuard no_grad;
   const int threads = at::get_num_threads();
-  const auto c = diag_case(200, 32, 48, 2, 0.3, torch::kFloat32, 11);
-  at::set_num_threads(1);
-  const auto one = diag_decay_chunked(c.q, c.k, c.v, c.gate, c.init);
-  at::set_num_threads(2);
-  const auto two = diag_decay_chunked(c.q, c.k, c.v, c.gate, c.init);
-  at::set_num_threads(threads);
-  EXPECT_TRUE(torch::equal(one.out, two.out));
-  EXPECT_TRUE(torch::equal(one.final_state, two.final_state));
+  auto at_threads = [&](int n, auto&& f) {
+    at::set_num_threads(n);
+    auto r = f();
+    at::set_num_threads(threads);
+    return r;
+  };
+  auto expect_equal = [](const std::vector<at::Tensor>& one, const std::vector<at::Tensor>& two, const char* what) {
+    ASSERT_EQ(one.size(), two.size()) << what;
+    for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << what << " tensor " << i;
+  };
+  const auto diag = diag_case(200, 32, 48, 2, 0.3, torch::kFloat32, 11);
+  const auto delta = delta_case(200, 32, 48, true, 0.3, torch::kFloat32, 12);
+  auto diag_forward = [&] {
+    at::NoGradGuard no_grad;
+    const auto r = diag_decay_chunked(diag.q, diag.k, diag.v, diag.gate, diag.init);
+    return std::vector<at::Tensor>{r.out, r.final_state};
+  };
+  auto delta_forward = [&] {
+    at::NoGradGuard no_grad;
+    const auto r = delta_rule_chunked(delta.q, delta.k, delta.v, delta.beta, delta.gate, delta.init);
+    return std::vector<at::Tensor>{r.out, r.final_state};
+  };
+  expect_equal(at_threads(1, diag_forward), at_threads(2, diag_forward), "diagonal decay");
+  expect_equal(at_threads(1, delta_forward), at_threads(2, delta_forward), "delta rule");
+  expect_equal(at_threads(1, [&] { return diag_grads(diag, true, 16); }),
+               at_threads(2, [&] { return diag_grads(diag, true, 16); }), "diagonal decay, training");
+  expect_equal(at_threads(1, [&] { return delta_grads(delta, true, 16); }),
+               at_threads(2, [&] { return delta_grads(delta, true, 16); }), "delta rule, training");
 }
 
 // Prefill in two pieces through the fused path equals one call (the state carries everything).
