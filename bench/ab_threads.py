@@ -16,21 +16,15 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
-UNIT_MS = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1e3}
+import ab_takes  # bench/ab_takes.py, beside this file
 
 
 def one_take(binary, filt, threads, min_time):
-    """{benchmark name: real time in ms} of one run of `binary` at `threads` threads."""
-    env = dict(os.environ, MIXLAB_THREADS=str(threads))
-    cmd = [binary, f"--benchmark_filter={filt}", f"--benchmark_min_time={min_time}", "--benchmark_format=json"]
-    out = subprocess.run(cmd, env=env, check=False, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"ab_threads: {binary} exited with {out.returncode}: {out.stderr.strip()[-400:]}")
-    return {b["name"]: b["real_time"] * UNIT_MS[b["time_unit"]] for b in json.loads(out.stdout)["benchmarks"]
-            if b.get("run_type", "iteration") == "iteration"}
+    """{benchmark name: real time in ms} of one run of `binary` at `threads` threads (ab_takes' take)."""
+    os.environ["MIXLAB_THREADS"] = str(threads)  # the binaries read it (bench/bench_setup.h)
+    return ab_takes.one_take(binary, filt, min_time)
 
 
 def main():
