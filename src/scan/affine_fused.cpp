@@ -61,27 +61,29 @@ template <typename E>
 class ItemState {
  public:
   // n: values per item's state, 0 to run in place.
-  explicit ItemState(int64_t n) : n_(n), storage_(n > 0 ? static_cast<size_t>(n) + kLineValues : 0) {}
+  explicit ItemState(int64_t n)
+      : n_(n), storage_(n > 0 ? static_cast<size_t>(n) + kLineValues : 0), buffer_(line_aligned(storage_.data())) {}
   // The buffer the item runs on: a copy of its `state` in this thread's storage, or `state` itself.
   E* hold(E* state) {
     if (n_ == 0) return state;
-    std::copy(state, state + n_, line_aligned());
-    return line_aligned();
+    std::copy(state, state + n_, buffer_);
+    return buffer_;
   }
   // Writes what the item left in its buffer back into `state`.
   void release(E* state) {
-    if (n_ > 0) std::copy(line_aligned(), line_aligned() + n_, state);
+    if (n_ > 0) std::copy(buffer_, buffer_ + n_, state);
   }
 
  private:
   static constexpr int64_t kLineBytes = 64;  // the kernels' rows start on cache lines, as in a tensor
   static constexpr int64_t kLineValues = kLineBytes / static_cast<int64_t>(sizeof(E));
-  E* line_aligned() {
-    const auto address = reinterpret_cast<std::uintptr_t>(storage_.data());
+  static E* line_aligned(E* p) {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
     return reinterpret_cast<E*>((address + kLineBytes - 1) & ~static_cast<std::uintptr_t>(kLineBytes - 1));
   }
   int64_t n_;
   std::vector<E> storage_;
+  E* buffer_;  // storage_'s first cache line boundary
 };
 
 // Whether the items of a forward run on ItemState buffers of their own: more than one item and
