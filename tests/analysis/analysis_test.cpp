@@ -19,6 +19,8 @@
 #include "support/brute_force_congestion.h"
 #include "support/expect_error.h"
 
+namespace analysis_test {
+
 using namespace mixlab;
 
 namespace {
@@ -452,3 +454,5 @@ TEST(AnalysisFormat, RatesAndDurations) {
   EXPECT_EQ(format_duration(std::nan("")), "?");
   EXPECT_EQ(format_duration(2e7), "?");
 }
+
+}  // namespace analysis_test

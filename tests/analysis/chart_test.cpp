@@ -13,6 +13,7 @@
 #include "support/expect_error.h"
 
 namespace mixlab {
+namespace chart_test {
 namespace {
 
 TEST(BarChart, WritesAPngSizedByTheGroups) {
@@ -82,4 +83,5 @@ TEST(ScatterChart, WritesAPngAndRejectsBadPoints) {
 }
 
 }  // namespace
+}  // namespace chart_test
 }  // namespace mixlab

@@ -18,6 +18,8 @@
 #include "mixlab/pattern/pattern.h"
 #include "support/brute_force_congestion.h"
 
+namespace design_test {
+
 using namespace mixlab;
 
 namespace {
@@ -287,3 +289,5 @@ TEST(Design, PlotWritesAPng) {
   EXPECT_GT(std::filesystem::file_size(path), 1000u);
   std::filesystem::remove(path);
 }
+
+}  // namespace design_test

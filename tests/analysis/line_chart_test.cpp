@@ -14,6 +14,7 @@
 #include "support/expect_error.h"
 
 namespace mixlab {
+namespace line_chart_test {
 namespace {
 
 std::pair<int, int> png_size(const std::string& path) {
@@ -100,4 +101,5 @@ TEST(LineChart, RejectsBadInputNamingIt) {
 }
 
 }  // namespace
+}  // namespace line_chart_test
 }  // namespace mixlab

@@ -13,6 +13,8 @@
 #include "support/aten_ops.h"
 #include "support/gradcheck.h"
 
+namespace attention_step_test {
+
 namespace {
 
 using mixlab::AttentionMixer;
@@ -160,3 +162,5 @@ TEST(AttentionStep, StepWithAutogradKeepsTheAtenPath) {
 }
 
 }  // namespace
+
+}  // namespace attention_step_test

@@ -19,6 +19,8 @@
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
 
+namespace block_attention_test {
+
 using mixlab::testing::all_close;
 
 namespace {
@@ -142,3 +144,5 @@ TEST(BlockAttention, ErrorsNameTheArgument) {
   expect_error([&] { mixlab::block_attention(q, torch::Tensor(), k, 1.0); }, "block_attention: k");
   expect_error([&] { mixlab::block_attention(q.to(torch::kInt), k, k, 1.0); }, "block_attention: q");
 }
+
+}  // namespace block_attention_test

@@ -22,6 +22,8 @@
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
 
+namespace causal_attention_test {
+
 using mixlab::testing::all_close;
 
 namespace {
@@ -246,3 +248,5 @@ TEST(CausalAttention, LocalMixerForwardEqualsStepRowByRow) {
           << "local:" << window << " t=" << t;
   }
 }
+
+}  // namespace causal_attention_test

@@ -5,6 +5,8 @@
 
 #include "mixlab/core/error.h"
 
+namespace kv_cache_test {
+
 TEST(KvCache, FullCacheKeepsEveryPositionAndGrowsGeometrically) {
   mixlab::KvCacheState s(2, 3, 4, 0, torch::TensorOptions().dtype(torch::kFloat));
   int64_t reallocations = 0, last_bytes = s.bytes();
@@ -48,3 +50,5 @@ TEST(KvCache, ReserveSlotGrowsAFullCacheAndRingsAWindow) {
   EXPECT_EQ(ring.k_buffer().size(2), 3);
   EXPECT_EQ(ring.cached_positions(), 3);
 }
+
+}  // namespace kv_cache_test

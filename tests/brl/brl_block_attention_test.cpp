@@ -12,6 +12,8 @@
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
 
+namespace brl_block_attention_test {
+
 using mixlab::testing::all_close;
 
 TEST(BrlBlockAttention, ForwardMatchesComposed) {
@@ -51,3 +53,5 @@ TEST(BrlBlockAttention, ForwardMatchesComposed) {
     }
   }
 }
+
+}  // namespace brl_block_attention_test

@@ -11,6 +11,7 @@
 #include "support/graph_hops.h"
 
 namespace mixlab {
+namespace brl_cost_test {
 namespace {
 
 std::shared_ptr<BrlMixer> make(const std::string& args) {
@@ -107,4 +108,5 @@ TEST(BrlCost, TimeAndCacheCountedByHand) {
 }
 
 }  // namespace
+}  // namespace brl_cost_test
 }  // namespace mixlab

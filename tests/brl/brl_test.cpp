@@ -11,6 +11,7 @@
 #include "support/gradcheck.h"
 
 namespace mixlab {
+namespace brl_test {
 namespace {
 
 using testing::all_close;
@@ -412,4 +413,5 @@ TEST(BrlMixer, ParameterCountIsCountedBeforeBuildingAndSlotsOverTheBudgetAreRefu
 }
 
 }  // namespace
+}  // namespace brl_test
 }  // namespace mixlab

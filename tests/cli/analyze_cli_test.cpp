@@ -11,6 +11,8 @@
 #include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
+namespace analyze_cli_test {
+
 namespace {
 
 RunResult run_mixlab(const std::string& args) {
@@ -82,3 +84,5 @@ TEST(AnalyzeCli, VersionNamesTheKernelsInstructionSet) {
   }
 #endif
 }
+
+}  // namespace analyze_cli_test

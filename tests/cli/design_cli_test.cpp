@@ -12,6 +12,8 @@
 #include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
+namespace design_cli_test {
+
 namespace {
 
 RunResult run_mixlab(const std::string& args, bool with_stderr = true) {
@@ -105,3 +107,5 @@ TEST(DesignCli, CheckTrainsTheTopAndTheNearestNamedPatterns) {
   EXPECT_EQ(r.output.find("failed"), std::string::npos) << r.output;
   std::filesystem::remove_all(out);
 }
+
+}  // namespace design_cli_test

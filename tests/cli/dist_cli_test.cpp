@@ -12,6 +12,8 @@
 #include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
+namespace dist_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -388,3 +390,5 @@ TEST(DistCli, PortInUseIsAClearError) {
 }
 
 }  // namespace
+
+}  // namespace dist_cli_test

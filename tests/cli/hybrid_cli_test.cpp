@@ -12,6 +12,8 @@
 #include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
+namespace hybrid_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -82,3 +84,5 @@ TEST(HybridCli, CompareReportsAHybridRow) {
   EXPECT_EQ(hybrid["cache"], j["rows"][1]["cache"]);
   EXPECT_FALSE(j["rows"][1]["analysis_per_layer"].get<bool>());
 }
+
+}  // namespace hybrid_cli_test

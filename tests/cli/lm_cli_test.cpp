@@ -10,6 +10,8 @@
 #include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
+namespace lm_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -148,3 +150,5 @@ TEST(LmCliErrors, MissingTokenizerFilesAreNamed) {
   EXPECT_NE(r.output.find(dir + "/no-gpt2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("scripts/setup.sh"), std::string::npos) << r.output;
 }
+
+}  // namespace lm_cli_test

@@ -16,6 +16,8 @@
 #include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
+namespace lm_data_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -204,3 +206,5 @@ TEST(LmDataCli, DiskFullDuringCacheBuildLeavesNoPartialCache) {
   EXPECT_EQ(ok.code, 0) << ok.output;
   EXPECT_EQ(cache_files(dir + "/cache").size(), 2u);
 }
+
+}  // namespace lm_data_cli_test

@@ -13,6 +13,8 @@
 #include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
+namespace plot_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -94,3 +96,5 @@ TEST(PlotCli, TokensAndSecondsContinueAcrossAResume) {
   EXPECT_EQ(lines, 4);  // steps 2, 4 | 6, 8
   EXPECT_EQ(run_mixlab("plot " + dir + "/run --x seconds --out " + dir + "/c.png").code, 0);
 }
+
+}  // namespace plot_cli_test

@@ -20,6 +20,8 @@
 #include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
+namespace reliability_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -356,3 +358,5 @@ TEST(ReliabilityCli, SpecGrammarIsStrict) {
   }
   EXPECT_FALSE(fs::exists(dir + "/o"));
 }
+
+}  // namespace reliability_cli_test

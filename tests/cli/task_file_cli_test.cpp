@@ -12,6 +12,8 @@
 #include "support/npy_bytes.h"
 #include "support/run_command.h"
 
+namespace task_file_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -89,3 +91,5 @@ TEST(TaskFileCli, BadDataExitsWithAOneLineError) {
       << "bad data is refused before --out is created";
   fs::remove_all(dir);
 }
+
+}  // namespace task_file_cli_test

@@ -13,6 +13,8 @@
 #include "mixlab_test_paths.h"
 #include "support/run_command.h"
 
+namespace train_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -233,3 +235,5 @@ TEST(ToeplitzIndexCli, IndexesEveryHeadAndRejectsOtherModels) {
   ASSERT_EQ(r.code, 0) << r.output;
   expect_failure("toeplitz-index --checkpoint " + dir + "/local/checkpoint.pt", "has no Toeplitz layer");
 }
+
+}  // namespace train_cli_test

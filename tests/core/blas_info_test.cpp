@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 namespace mixlab {
+namespace blas_info_test {
 namespace {
 
 TEST(BlasInfo, SummarySaysWhetherTheVariableChoseTheKernels) {
@@ -34,4 +35,5 @@ TEST(BlasInfo, AsksTheLoadedLibrary) {
 }
 
 }  // namespace
+}  // namespace blas_info_test
 }  // namespace mixlab

@@ -6,6 +6,8 @@
 #include "mixlab/core/threads.h"
 #include "support/gradcheck.h"
 
+namespace checks_test {
+
 TEST(Checks, ShapeMessageNamesEverything) {
   auto t = torch::zeros({2, 3});
   try {
@@ -47,3 +49,5 @@ TEST(Gradcheck, CatchesAWrongGradient) {
   EXPECT_FALSE(mixlab::testing::gradcheck([](const std::vector<at::Tensor>& in) { return Wrong::apply(in[0]); }, {x}));
   EXPECT_TRUE(mixlab::testing::gradcheck([](const std::vector<at::Tensor>& in) { return in[0] * in[0]; }, {x}));
 }
+
+}  // namespace checks_test

@@ -14,6 +14,8 @@
 #include "mixlab/core/error.h"
 #include "support/expect_error.h"
 
+namespace cpu_block_cache_test {
+
 TEST(CpuBlockCache, ReusesLargeBlocksWithinBudget) {
   ::setenv("MIXLAB_CPU_CACHE_MB", "lots", 1);
   expect_error([] { mixlab::install_cpu_block_cache(); }, "MIXLAB_CPU_CACHE_MB");
@@ -95,3 +97,5 @@ TEST(CpuBlockCache, SmallBlocksKeepTheirPages) {
   GTEST_SKIP() << "glibc's thresholds are not tuned under this C library or sanitizer";
 #endif
 }
+
+}  // namespace cpu_block_cache_test

@@ -8,6 +8,8 @@
 #include "support/expect_error.h"
 #include "support/isa_scope.h"
 
+namespace cpu_isa_test {
+
 using mixlab::testing::IsaScope;
 
 TEST(CpuIsa, EnvironmentLowersTheSetAndBadNamesAreErrors) {
@@ -31,3 +33,5 @@ TEST(CpuIsa, EnvironmentLowersTheSetAndBadNamesAreErrors) {
     expect_error([] { mixlab::cpu_isa(); }, "names an instruction set this CPU lacks");
   }
 }
+
+}  // namespace cpu_isa_test

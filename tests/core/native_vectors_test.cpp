@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+namespace native_vectors_test {
+
 namespace {
 
 using namespace mixlab::native;
@@ -184,3 +186,5 @@ TEST(NativeVectors, RowVectorsTakeEveryMultipleOfSixteenBytes) {
   check_row_vector_choice<float>();
   check_row_vector_choice<double>();
 }
+
+}  // namespace native_vectors_test

@@ -8,6 +8,8 @@
 
 #include "mixlab/core/isa_dispatch.h"
 
+namespace reference_guard_test {
+
 namespace {
 
 struct OpA;
@@ -68,3 +70,5 @@ TEST(IsaDispatch, PicksTheBuildOfTheSet) {
   EXPECT_EQ(mixlab::vector_lanes<float>(), 16);
   EXPECT_EQ(mixlab::vector_lanes<double>(), 8);
 }
+
+}  // namespace reference_guard_test

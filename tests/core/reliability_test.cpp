@@ -16,6 +16,7 @@
 #include "mixlab/core/threads.h"
 
 namespace mixlab {
+namespace reliability_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -163,4 +164,5 @@ TEST(ErrorMacros, FailThrowsError) {
 }
 
 }  // namespace
+}  // namespace reliability_test
 }  // namespace mixlab

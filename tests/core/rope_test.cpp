@@ -10,6 +10,8 @@
 #include "mixlab/core/error.h"
 #include "support/gradcheck.h"
 
+namespace rope_test {
+
 TEST(Rope, PreservesNormsAndIsRelative) {
   torch::manual_seed(0);
   auto x = torch::randn({2, 3, 11, 8}, torch::kDouble);
@@ -148,3 +150,5 @@ TEST(Rope, NativeGradcheckAndDoubleBackward) {
   }
   EXPECT_TRUE(mixlab::testing::all_close(ggx, ggx_ref, 1e-12, 1e-12));
 }
+
+}  // namespace rope_test

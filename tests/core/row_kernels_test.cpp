@@ -7,6 +7,8 @@
 
 #include <limits>
 
+namespace row_kernels_test {
+
 namespace {
 
 template <typename T>
@@ -110,3 +112,5 @@ TEST(RowKernels, MatchTheAtenOpsInFloat) { check_dtype<float>(torch::kFloat, 1e-
 TEST(RowKernels, MatchTheAtenOpsInDouble) { check_dtype<double>(torch::kDouble, 1e-12, 1e-12); }
 
 }  // namespace
+
+}  // namespace row_kernels_test

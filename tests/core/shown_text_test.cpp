@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace mixlab {
+namespace shown_text_test {
 namespace {
 
 TEST(ShownText, ControlBytesAreEscapedAndLongTextIsCut) {
@@ -15,4 +16,5 @@ TEST(ShownText, ControlBytesAreEscapedAndLongTextIsCut) {
 }
 
 }  // namespace
+}  // namespace shown_text_test
 }  // namespace mixlab

@@ -6,6 +6,8 @@
 
 #include "support/expect_error.h"
 
+namespace spec_args_test {
+
 using mixlab::SpecArgs;
 
 TEST(SpecArgs, ReadsKeysAliasesAndPositionalItems) {
@@ -77,3 +79,5 @@ TEST(SpecArgs, ControlCharactersAreRefusedOnOneLine) {
               "expected printable text");
   }
 }
+
+}  // namespace spec_args_test

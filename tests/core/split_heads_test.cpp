@@ -8,6 +8,8 @@
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 
+namespace split_heads_test {
+
 TEST(SplitHeads, EqualsSelectOfThePermutedProjectionWithGradients) {
   torch::manual_seed(5);
   const int64_t B = 2, T = 7, n = 3, H = 2, D = 5;
@@ -32,3 +34,5 @@ TEST(SplitHeads, RejectsAProjectionOfTheWrongWidth) {
   expect_error([] { mixlab::split_heads(torch::zeros({2, 7, 29}), 3, 2, 5); }, {"split_heads: proj", "3*2*5 = 30"});
   expect_error([] { mixlab::split_heads(torch::zeros({7, 30}), 3, 2, 5); }, "(B,T,n*H*D)");
 }
+
+}  // namespace split_heads_test

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <thread>
 
+namespace thread_scratch_test {
+
 TEST(ThreadScratch, AlignedAndReusedOnOneThread) {
   float* first = nullptr;
   {
@@ -45,3 +47,5 @@ TEST(ThreadScratch, LargeRequestsAreNotKept) {
   mixlab::ThreadScratch after;
   EXPECT_EQ(after.get<float>(64), kept) << "the kept buffer is still the small one";
 }
+
+}  // namespace thread_scratch_test

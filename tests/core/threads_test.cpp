@@ -14,6 +14,8 @@
 
 #include "mixlab_test_paths.h"
 
+namespace threads_test {
+
 namespace {
 
 // Restores the thread count a test changed, so later tests see the default.
@@ -89,3 +91,5 @@ TEST(Threads, KernelLibrariesCallTheOpenMpRuntime) {
     EXPECT_GT(std::stoi(got ? buf : "0"), 0) << lib << " has no GOMP_parallel reference: compiled without -fopenmp";
   }
 }
+
+}  // namespace threads_test

@@ -12,6 +12,8 @@
 #include "mixlab_test_paths.h"
 #include "support/expect_error.h"
 
+namespace data_test {
+
 using mixlab::Corpus;
 using mixlab::Split;
 
@@ -166,3 +168,5 @@ TEST(Corpus, FullBrownWhenInstalled) {
   auto batch = mixlab::textcopy_batch(c, 2, 512, uint64_t{3}, Split::kValidation);  // the seed's L = 512
   EXPECT_EQ(batch.inputs.size(1), 1023);
 }
+
+}  // namespace data_test

@@ -16,6 +16,7 @@
 #include "support/expect_error.h"
 
 namespace mixlab {
+namespace gpt2_bpe_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -131,4 +132,5 @@ TEST(Gpt2Bpe, Errors) {
 }
 
 }  // namespace
+}  // namespace gpt2_bpe_test
 }  // namespace mixlab

@@ -15,6 +15,8 @@
 #include "mixlab_test_paths.h"
 #include "support/expect_error.h"
 
+namespace lm_dataset_test {
+
 using namespace mixlab;
 
 namespace {
@@ -325,3 +327,5 @@ TEST(LmCache, AnIdOutsideTheVocabularyIsRefusedAtOpen) {
   EXPECT_TRUE(reopened.rebuilt());
   EXPECT_TRUE(torch::equal(reopened.slice(0, reopened.size()), content));
 }
+
+}  // namespace lm_dataset_test

@@ -12,6 +12,7 @@
 #include "mixlab/core/error.h"
 
 namespace mixlab {
+namespace mapped_file_test {
 namespace {
 
 TEST(MappedFile, MapsTheFileBytes) {
@@ -38,4 +39,5 @@ TEST(MappedFile, MapsTheFileBytes) {
 }
 
 }  // namespace
+}  // namespace mapped_file_test
 }  // namespace mixlab

@@ -17,6 +17,8 @@
 #include "support/expect_error.h"
 #include "support/npy_bytes.h"
 
+namespace npy_test {
+
 using namespace mixlab;
 using namespace mixlab_test;
 
@@ -221,3 +223,5 @@ TEST(Npy, AnInflatedSizeDeflateCannotReachIsRefusedBeforeAllocating) {
   const std::string zeros = npy_bytes("|u1", "(1032,)", std::string(1032, '\0'));
   EXPECT_EQ(NpyFile::from_bytes(zip_bytes({{"a.npy", zeros, true}}), "z.npz").array("a").numel(), 1032);
 }
+
+}  // namespace npy_test

@@ -15,6 +15,8 @@
 #include "mixlab_test_paths.h"
 #include "support/expect_error.h"
 
+namespace text_corpus_test {
+
 using namespace mixlab;
 
 namespace {
@@ -190,3 +192,5 @@ TEST(TokenBin, OpensWithoutReadingTheFile) {
   // on a sparse file), never the whole file.
   EXPECT_LT(resident(), static_cast<std::ptrdiff_t>(pages / 4));
 }
+
+}  // namespace text_corpus_test

@@ -13,6 +13,8 @@
 #include "support/expect_error.h"
 #include "support/ranks.h"
 
+namespace data_parallel_test {
+
 namespace {
 
 using mixlab::DataParallel;
@@ -341,3 +343,5 @@ TEST(DataParallel, InvalidArguments) {
 }
 
 }  // namespace
+
+}  // namespace data_parallel_test

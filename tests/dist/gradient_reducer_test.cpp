@@ -9,6 +9,8 @@
 #include "support/expect_error.h"
 #include "support/ranks.h"
 
+namespace gradient_reducer_test {
+
 namespace {
 
 using mixlab::DataParallel;
@@ -116,3 +118,5 @@ TEST(GradientReducer, InvalidArguments) {
 }
 
 }  // namespace
+
+}  // namespace gradient_reducer_test

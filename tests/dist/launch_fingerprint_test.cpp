@@ -9,6 +9,8 @@
 #include "mixlab/version.h"
 #include "support/expect_error.h"
 
+namespace launch_fingerprint_test {
+
 namespace {
 
 using mixlab::LaunchFingerprint;
@@ -70,3 +72,5 @@ TEST(LaunchFingerprint, DifferenceNamesEachFieldAndBothValues) {
 }
 
 }  // namespace
+
+}  // namespace launch_fingerprint_test

@@ -11,6 +11,8 @@
 #include "support/gradcheck.h"
 #include "support/mixer_specs.h"
 
+namespace decode_state_test {
+
 namespace {
 
 mixlab::ModelDims tiny_dims() {
@@ -136,3 +138,5 @@ TEST(ModelDecode, FastStepEqualsReferenceStepWithMemoryStream) {
     }
   }
 }
+
+}  // namespace decode_state_test

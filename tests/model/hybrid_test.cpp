@@ -13,6 +13,8 @@
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 
+namespace hybrid_test {
+
 namespace {
 
 mixlab::ModelDims hybrid_dims(int64_t layers) {
@@ -144,3 +146,5 @@ TEST(ModelHybrid, AListOfOneMemberIsThePlainModel) {
     }
   }
 }
+
+}  // namespace hybrid_test

@@ -14,6 +14,7 @@
 #include "mixlab/registry/layer_specs.h"
 
 namespace mixlab {
+namespace init_lock_test {
 namespace {
 
 TEST(ModelInitLock, OneMutexForEveryThread) {
@@ -66,4 +67,5 @@ TEST(ModelInitLock, BuildsUnderItDoNotInterleave) {
 }
 
 }  // namespace
+}  // namespace init_lock_test
 }  // namespace mixlab

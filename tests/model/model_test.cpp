@@ -12,6 +12,7 @@
 #include "support/test_mixer.h"
 
 namespace mixlab {
+namespace model_test {
 namespace {
 
 ModelDims small_dims(int64_t layers = 2) {
@@ -217,4 +218,5 @@ TEST(TrainModel, MemoryStreamMismatchIsRejected) {
 }
 
 }  // namespace
+}  // namespace model_test
 }  // namespace mixlab

@@ -11,6 +11,8 @@
 #include "mixlab/core/error.h"
 #include "mixlab/pattern/pattern.h"
 
+namespace pattern_families_test {
+
 using mixlab::Pattern;
 
 namespace {
@@ -198,3 +200,5 @@ TEST(PatternFamilies, InvalidSpecsNameTheProblem) {
   expect_error("pow2+geom:1", "must be > 1");
   expect_error("band:4+cache", "+cache applies only");
 }
+
+}  // namespace pattern_families_test

@@ -5,6 +5,8 @@
 
 #include "mixlab/core/error.h"
 
+namespace pattern_test {
+
 using mixlab::Pattern;
 
 namespace {
@@ -161,3 +163,5 @@ TEST(Pattern, ControlCharactersAreRefusedOnOneLine) {
               "pattern spec 'or\\x0aer:r': has a control character (byte 0x0a) at offset 2; expected printable text");
   }
 }
+
+}  // namespace pattern_test

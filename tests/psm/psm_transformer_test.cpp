@@ -17,6 +17,8 @@
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
 
+namespace psm_transformer_test {
+
 using mixlab::testing::all_close;
 
 namespace {
@@ -79,3 +81,5 @@ TEST(PsmTransformer, AttentionKernelsMatchTheComposedForm) {
           }
   }
 }
+
+}  // namespace psm_transformer_test

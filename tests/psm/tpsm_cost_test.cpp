@@ -10,6 +10,8 @@
 #include "mixlab/psm/tpsm.h"
 #include "support/graph_hops.h"
 
+namespace tpsm_cost_test {
+
 namespace {
 
 using mixlab::TpsmMixer;
@@ -128,3 +130,5 @@ TEST(TpsmCost, CongestionBoundCountedByHand) {
 }
 
 }  // namespace
+
+}  // namespace tpsm_cost_test

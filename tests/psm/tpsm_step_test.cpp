@@ -8,6 +8,8 @@
 
 #include "mixlab/psm/tpsm.h"
 
+namespace tpsm_step_test {
+
 namespace {
 
 using mixlab::TpsmMixer;
@@ -152,3 +154,5 @@ TEST(TpsmStep, CacheIsRebuiltAfterSaveLoadForkAndAReferenceStep) {
   auto y_all = run(*m, *m->init_state(B), x);
   EXPECT_LE(max_abs_diff(torch::stack(yb, 1), y_all), 1e-5);
 }
+
+}  // namespace tpsm_step_test

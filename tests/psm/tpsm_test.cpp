@@ -16,6 +16,8 @@
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 
+namespace tpsm_test {
+
 namespace {
 
 using mixlab::TpsmMixer;
@@ -449,3 +451,5 @@ TEST(Tpsm, ParameterCountIsCountedBeforeBuildingAndSizesOverTheBudgetAreRefused)
   EXPECT_GT(mixlab::tpsm_parameter_count(mixlab::tpsm_options_parse("d=64:agg_layers=512"), dims()), 16777216.0);
   expect_error([] { make("d=64:agg_layers=512"); }, {"tpsm", "agg_layers (512)"});
 }
+
+}  // namespace tpsm_test

@@ -7,6 +7,8 @@
 #include "mixlab/scan/selective_scan.h"
 #include "support/gradcheck.h"
 
+namespace cross_family_test {
+
 using mixlab::testing::all_close;
 using torch::Tensor;
 
@@ -32,3 +34,5 @@ TEST(CrossFamily, SelectiveScanEqualsTheOrder1ResolventOp) {
   auto y_op = (h.view({B, C, N, T}).permute({0, 3, 1, 2}) * in.c.unsqueeze(2)).sum(-1) + in.d * in.u;
   EXPECT_TRUE(all_close(mixlab::selective_scan(in.u, in.delta, in.a, in.b, in.c, in.d), y_op, 1e-11, 1e-11));
 }
+
+}  // namespace cross_family_test

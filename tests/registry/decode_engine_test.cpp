@@ -24,6 +24,8 @@
 #include "support/mixer_specs.h"
 #include "support/run_command.h"
 
+namespace decode_engine_test {
+
 namespace {
 
 using mixlab::MixerPtr;
@@ -298,3 +300,5 @@ TEST(DecodeEngine, ATensorLargerThanTheFileIsTruncatedNotAllocated) {
   std::memcpy(bytes.data() + bytes.size() - 8, &sum, sizeof(sum));
   expect_error([&] { mixlab::state_decode(bytes, "big.state"); }, {"big.state", "truncated while reading tensor data"});
 }
+
+}  // namespace decode_engine_test

@@ -11,6 +11,8 @@
 #include "support/expect_error.h"
 #include "support/mixer_specs.h"
 
+namespace layer_specs_test {
+
 namespace {
 
 using mixlab::mixer_layer_specs;
@@ -121,3 +123,5 @@ TEST(LayerSpecs, ControlCharactersAreRefusedOnOneLine) {
         "mixer spec 'ssm*2|lo\\x0acal': has a control character (byte 0x0a) at offset 8; expected printable text");
   }
 }
+
+}  // namespace layer_specs_test

@@ -12,6 +12,8 @@
 #include "support/gradcheck.h"
 #include "support/mixer_specs.h"
 
+namespace registry_test {
+
 namespace {
 
 std::vector<std::string> specs_under_test() { return mixlab::testing::mixer_specs_under_test(); }
@@ -231,3 +233,5 @@ TEST(ParameterBudget, MatchesItsFormulaAndRefusesByKey) {
       },
       {"brl", "the slot count m (got 9999999)"});
 }
+
+}  // namespace registry_test

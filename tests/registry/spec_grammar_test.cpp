@@ -11,6 +11,8 @@
 #include "support/expect_error.h"
 #include "support/mixer_specs.h"
 
+namespace spec_grammar_test {
+
 namespace {
 
 // One valid argument item per family: a key=value where the family has keys, else its
@@ -70,3 +72,5 @@ TEST(SpecGrammar, NumbersAndChoicesNameTheKeyAndTheRange) {
   expect_spec_error("gla:0", "chunk must be a positive integer in [1, 999999], got 0");
   expect_spec_error("resolvent:band:4:gate=2", "resolvent key 'gate' must be a number in [0, 1], got 2");
 }
+
+}  // namespace spec_grammar_test

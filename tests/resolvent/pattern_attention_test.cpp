@@ -16,6 +16,8 @@
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
 
+namespace pattern_attention_test {
+
 namespace {
 
 using mixlab::ComposedPatternAttentionGuard;
@@ -242,3 +244,5 @@ TEST(PatternAttention, ErrorsNameTheArgument) {
 }
 
 }  // namespace
+
+}  // namespace pattern_attention_test

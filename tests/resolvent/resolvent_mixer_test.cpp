@@ -14,6 +14,8 @@
 #include "mixlab/resolvent/pattern_scores.h"
 #include "support/gradcheck.h"
 
+namespace resolvent_mixer_test {
+
 using mixlab::Pattern;
 using mixlab::ResolventMixer;
 using mixlab::ResolventOptions;
@@ -355,3 +357,5 @@ TEST(ResolventMixer, SpecCostAndErrors) {
   auto st = m.init_state(2);
   expect([&] { m.step(*st, torch::randn({3, 8})); }, "x_t must have shape (B,C) = [2,8], got [3,8]");
 }
+
+}  // namespace resolvent_mixer_test

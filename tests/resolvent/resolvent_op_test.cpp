@@ -16,6 +16,8 @@
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
 
+namespace resolvent_op_test {
+
 using mixlab::Pattern;
 using mixlab::testing::all_close;
 using torch::Tensor;
@@ -496,3 +498,5 @@ TEST(Resolvent, BadInputsNameArgumentExpectedAndActual) {
                {"x", "CPU", "meta"});
   expect_error(f(alpha.to(torch::kMeta), beta, x, p), {"alpha", "CPU", "meta"});
 }
+
+}  // namespace resolvent_op_test

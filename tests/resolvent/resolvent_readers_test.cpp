@@ -11,6 +11,8 @@
 
 #include "mixlab/pattern/pattern.h"
 
+namespace resolvent_readers_test {
+
 namespace {
 
 using mixlab::detail::ResolventParams;
@@ -91,3 +93,5 @@ TEST(ResolventReaders, EmptyForOffsetRows) {
   p.count = count.data();
   EXPECT_TRUE(mixlab::detail::resolvent_readers(p).empty());
 }
+
+}  // namespace resolvent_readers_test

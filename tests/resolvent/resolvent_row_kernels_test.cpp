@@ -21,6 +21,8 @@
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
 
+namespace resolvent_row_kernels_test {
+
 using mixlab::Pattern;
 using mixlab::ResolventState;
 using mixlab::testing::all_close;
@@ -268,3 +270,5 @@ TEST(ResolventRowKernels, OtherHeadDimsTakeThePlainLoops) {
     EXPECT_TRUE(torch::equal(y, plain(in, p))) << "D=" << D;
   }
 }
+
+}  // namespace resolvent_row_kernels_test

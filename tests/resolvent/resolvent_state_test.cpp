@@ -11,6 +11,8 @@
 #include "mixlab/resolvent/resolvent.h"
 #include "support/gradcheck.h"
 
+namespace resolvent_state_test {
+
 using mixlab::Pattern;
 using mixlab::ResolventState;
 using mixlab::testing::all_close;
@@ -262,3 +264,5 @@ TEST(ResolventState, StateStoringNothingAdvancesByChunks) {
   ResolventState stores_x(Pattern::parse("causal"), 1, 1, 1, torch::kFloat, {true, false, {}});
   EXPECT_THROW(stores_x.advance(1), mixlab::Error);
 }
+
+}  // namespace resolvent_state_test

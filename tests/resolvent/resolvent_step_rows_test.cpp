@@ -13,6 +13,8 @@
 #include "mixlab/resolvent/resolvent_mixer.h"
 #include "support/gradcheck.h"
 
+namespace resolvent_step_rows_test {
+
 using mixlab::ResolventMixer;
 using mixlab::ResolventOptions;
 using mixlab::ResolventState;
@@ -141,3 +143,5 @@ TEST(RawRowStepDecode, EqualsForwardAfterPrefill) {
       ASSERT_TRUE(all_close(m.step(*st, x.select(1, t)), y.select(1, t), 1e-10, 1e-12)) << "t " << t;
   }
 }
+
+}  // namespace resolvent_step_rows_test

@@ -26,6 +26,7 @@
 #include "support/isa_scope.h"
 
 namespace mixlab {
+namespace affine_fused_test {
 namespace {
 
 using testing::all_close;
@@ -561,4 +562,5 @@ TEST(FusedAffine, PrefillInPiecesEqualsOneCall) {
 }
 
 }  // namespace
+}  // namespace affine_fused_test
 }  // namespace mixlab

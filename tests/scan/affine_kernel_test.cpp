@@ -13,6 +13,7 @@
 #include "support/gradcheck.h"
 
 namespace mixlab {
+namespace affine_kernel_test {
 namespace {
 
 using testing::all_close;
@@ -395,4 +396,5 @@ TEST(AffineKernels, AggregatorIsAssociativeAndHasIdentity) {
 }
 
 }  // namespace
+}  // namespace affine_kernel_test
 }  // namespace mixlab

@@ -17,6 +17,7 @@
 #include "mixlab/scan/affine_mixer.h"
 
 namespace mixlab {
+namespace affine_member_test {
 namespace {
 
 // What an AffineMixer with C = 12, H = 3 (Dv = 4; mamba Dk = 16) registers, in the order of
@@ -199,4 +200,5 @@ TEST(AffineMemberGates, DeltaBiasAndDecayRatesStartAsTheirAuthorsSet) {
 }
 
 }  // namespace
+}  // namespace affine_member_test
 }  // namespace mixlab

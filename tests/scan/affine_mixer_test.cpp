@@ -12,6 +12,7 @@
 #include "support/gradcheck.h"
 
 namespace mixlab {
+namespace affine_mixer_test {
 namespace {
 
 using testing::all_close;
@@ -207,4 +208,5 @@ TEST(AffineMixerErrors, BadInputs) {
 }
 
 }  // namespace
+}  // namespace affine_mixer_test
 }  // namespace mixlab

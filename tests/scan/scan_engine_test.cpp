@@ -12,6 +12,7 @@
 #include "support/gradcheck.h"
 
 namespace mixlab {
+namespace scan_engine_test {
 namespace {
 
 // A deliberately non-associative aggregator: a small tanh network on 3-vectors.
@@ -206,4 +207,5 @@ TEST(ScanEngine, RestoreRejectsInconsistentSlots) {
 }
 
 }  // namespace
+}  // namespace scan_engine_test
 }  // namespace mixlab

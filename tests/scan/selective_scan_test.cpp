@@ -9,6 +9,8 @@
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 
+namespace selective_scan_test {
+
 using mixlab::testing::all_close;
 using torch::Tensor;
 
@@ -176,3 +178,5 @@ TEST(SelectiveScan, SsmPrefillEqualsStepsAndForward) {
   auto st2 = m.init_state(2);
   for (int64_t t = 0; t < 11; ++t) EXPECT_TRUE(all_close(m.step(*st2, x.select(1, t)), y.select(1, t), 1e-5, 1e-5));
 }
+
+}  // namespace selective_scan_test

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+namespace ssm_test {
+
 using mixlab::MixerDims;
 using mixlab::SsmMixer;
 
@@ -20,3 +22,5 @@ TEST(Ssm, ForwardAtEveryShortLengthEqualsStep) {
       EXPECT_TRUE(torch::allclose(m.step(*st, x.select(1, t)), y.select(1, t), 1e-5, 1e-5)) << "T=" << T << " t=" << t;
   }
 }
+
+}  // namespace ssm_test

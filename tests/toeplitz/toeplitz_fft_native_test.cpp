@@ -15,6 +15,8 @@
 #include "support/gradcheck.h"
 #include "support/isa_scope.h"
 
+namespace toeplitz_fft_native_test {
+
 using mixlab::ToeplitzPath;
 using mixlab::testing::all_close;
 
@@ -122,3 +124,5 @@ TEST(ToeplitzFftNative, ComposedGuardIsScoped) {
   EXPECT_TRUE(
       all_close(gx, 2 * mixlab::toeplitz_reference_backward(t.detach(), x.detach(), {}, y.detach()).dx, 1e-10, 1e-10));
 }
+
+}  // namespace toeplitz_fft_native_test

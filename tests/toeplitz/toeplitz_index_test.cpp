@@ -10,6 +10,8 @@
 #include "mixlab/toeplitz/index.h"
 #include "mixlab/toeplitz/toeplitz_mixer.h"
 
+namespace toeplitz_index_test {
+
 using mixlab::toeplitz_index;
 using mixlab::toeplitz_zeros_inside;
 
@@ -193,3 +195,5 @@ TEST(ToeplitzIndex, ModelScanNamesEveryHead) {
   EXPECT_EQ(mixlab::toeplitz_model_index(*model.a).size(), 2u);
   EXPECT_TRUE(mixlab::toeplitz_model_index(torch::nn::LinearImpl(3, 3)).empty());
 }
+
+}  // namespace toeplitz_index_test

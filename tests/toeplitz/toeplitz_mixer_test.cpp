@@ -13,6 +13,8 @@
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 
+namespace toeplitz_mixer_test {
+
 using mixlab::MixerDims;
 using mixlab::ToeplitzMixer;
 using mixlab::ToeplitzPath;
@@ -322,3 +324,5 @@ TEST(ToeplitzMixer, GradcheckDouble) {
     }
   }
 }
+
+}  // namespace toeplitz_mixer_test

@@ -11,6 +11,8 @@
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 
+namespace toeplitz_op_test {
+
 using mixlab::ToeplitzPath;
 using mixlab::testing::all_close;
 using mixlab::testing::gradcheck;
@@ -210,3 +212,5 @@ TEST(ToeplitzOp, BadArguments) {
       },
       "toeplitz_reference_backward: grad_y must have shape (B,H,T,D)");
 }
+
+}  // namespace toeplitz_op_test

@@ -20,6 +20,7 @@
 #include "mixlab/train/run_metrics.h"
 
 namespace mixlab {
+namespace compare_resume_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -440,4 +441,5 @@ TEST(CompareResume, RunBaseNamesEveryRunApart) {
 }
 
 }  // namespace
+}  // namespace compare_resume_test
 }  // namespace mixlab

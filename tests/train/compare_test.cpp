@@ -10,6 +10,7 @@
 #include "mixlab/train/run_metrics.h"
 
 namespace mixlab {
+namespace compare_test {
 namespace {
 
 CompareOptions tiny_options(int64_t jobs, const std::string& out) {
@@ -261,9 +262,11 @@ TEST(TrainCompare, SparklineSpansItsRange) {
 }
 
 }  // namespace
+}  // namespace compare_test
 }  // namespace mixlab
 
 namespace mixlab {
+namespace compare_test {
 namespace {
 
 // run_metrics.h against the file it reads: complete lines kept in order, a torn line skipped and
@@ -288,4 +291,5 @@ TEST(RunMetrics, ReadsCompleteLinesAndSkipsTornOnes) {
 }
 
 }  // namespace
+}  // namespace compare_test
 }  // namespace mixlab

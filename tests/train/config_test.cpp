@@ -14,6 +14,7 @@
 #include "train_test_util.h"
 
 namespace mixlab {
+namespace config_test {
 namespace {
 
 using json = nlohmann::json;
@@ -305,9 +306,11 @@ TEST(TrainConfig, ComparePresetPerMixerSettings) {
 }
 
 }  // namespace
+}  // namespace config_test
 }  // namespace mixlab
 
 namespace mixlab {
+namespace config_test {
 namespace {
 
 // Issue 16 items 5, 8, 12: out-of-range numbers are errors (never clamped or wrapped); seeds are
@@ -445,4 +448,5 @@ TEST(TrainConfig, Fuzz) {
 }
 
 }  // namespace
+}  // namespace config_test
 }  // namespace mixlab

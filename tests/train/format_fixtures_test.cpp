@@ -23,6 +23,7 @@
 #include "mixlab_test_paths.h"
 
 namespace mixlab {
+namespace format_fixtures_test {
 namespace {
 
 const std::string kDir = MIXLAB_SOURCE_DIR "/tests/data/formats";
@@ -124,4 +125,5 @@ TEST(FormatFixtures, DecodeStatesVersion1LoadAndStepAsWritten) {
 }
 
 }  // namespace
+}  // namespace format_fixtures_test
 }  // namespace mixlab

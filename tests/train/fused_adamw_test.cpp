@@ -13,6 +13,7 @@
 #include "support/gradcheck.h"
 
 namespace mixlab {
+namespace fused_adamw_test {
 namespace {
 
 struct OptimizerRig {
@@ -187,4 +188,5 @@ TEST(FusedAdamW, NormIsNonFiniteForABadGradientAndErrorsNameTheArgument) {
 }
 
 }  // namespace
+}  // namespace fused_adamw_test
 }  // namespace mixlab

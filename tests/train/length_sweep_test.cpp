@@ -12,6 +12,7 @@
 #include "train_test_util.h"
 
 namespace mixlab {
+namespace length_sweep_test {
 namespace {
 
 using json = nlohmann::json;
@@ -186,4 +187,5 @@ TEST(TrainConfig, PsmPresetSweepsItsTasks) {
 }
 
 }  // namespace
+}  // namespace length_sweep_test
 }  // namespace mixlab

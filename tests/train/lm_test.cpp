@@ -15,6 +15,8 @@
 #include "mixlab_test_paths.h"
 #include "train_test_util.h"
 
+namespace lm_test {
+
 using namespace mixlab;
 
 namespace {
@@ -307,3 +309,5 @@ TEST(Generate, HybridStackDecodesLikeItsForward) {
   o.max_tokens = 20;  // 4 prompt tokens + 20 > max_len 12: context shifts
   EXPECT_GE(generate_text(model, tok, o, [](const std::string&) {}).context_shifts, 1);
 }
+
+}  // namespace lm_test

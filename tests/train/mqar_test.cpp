@@ -22,6 +22,7 @@
 #include "train_test_util.h"
 
 namespace mixlab {
+namespace mqar_test {
 namespace {
 
 std::vector<int64_t> scored_of(const MqarRow& r) { return std::vector<int64_t>(r.scored.begin(), r.scored.end()); }
@@ -229,4 +230,5 @@ TEST(TrainMqar, Errors) {
 }
 
 }  // namespace
+}  // namespace mqar_test
 }  // namespace mixlab

@@ -21,6 +21,7 @@
 #include "train_test_util.h"
 
 namespace mixlab {
+namespace row_groups_test {
 namespace {
 
 TrainConfig small_config(const std::string& mixer) {
@@ -291,4 +292,5 @@ TEST(RowGroups, ConfigKeyIsChecked) {
 }
 
 }  // namespace
+}  // namespace row_groups_test
 }  // namespace mixlab

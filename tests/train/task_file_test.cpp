@@ -15,6 +15,8 @@
 #include "support/npy_bytes.h"
 #include "support/test_mixer.h"
 
+namespace task_file_test {
+
 using namespace mixlab;
 using namespace mixlab_test;
 
@@ -297,3 +299,5 @@ TEST(TaskFile, BadDataIsAnErrorNamingTheFile) {
   const std::string other = write_npz("otherT.npz", rows(3, 5));
   expect_error([&] { spec_of(path, other); }, {other, "T = 5", "T = 4", "expected the same T"});
 }
+
+}  // namespace task_file_test

@@ -16,6 +16,7 @@
 #include "train_test_util.h"
 
 namespace mixlab {
+namespace task_mad_test {
 namespace {
 
 std::vector<int64_t> flat(const torch::Tensor& t) {
@@ -452,4 +453,5 @@ TEST(TrainTasksMad, PresetMadHasEveryTaskAndOneMixerPerFamily) {
 }
 
 }  // namespace
+}  // namespace task_mad_test
 }  // namespace mixlab

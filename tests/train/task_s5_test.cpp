@@ -8,6 +8,8 @@
 
 #include "support/expect_error.h"
 
+namespace task_s5_test {
+
 namespace {
 
 mixlab::TaskSpec s5_spec(int64_t length = 18) {
@@ -201,3 +203,5 @@ TEST(TaskS5, ElementsPicksTheGroupOfTheRows) {
   spec.elements = 1;
   expect_error([&] { mixlab::task_validate(spec); }, {"elements", "got 1"});
 }
+
+}  // namespace task_s5_test

@@ -11,6 +11,7 @@
 #include "train_test_util.h"
 
 namespace mixlab {
+namespace tasks_test {
 namespace {
 
 std::vector<int64_t> flat(const torch::Tensor& t) {
@@ -295,6 +296,7 @@ TEST(TrainTasks, Errors) {
 }
 
 }  // namespace
+}  // namespace tasks_test
 }  // namespace mixlab
 
 // textcopy through the task table: the documented format, from the sample corpus shipped in the

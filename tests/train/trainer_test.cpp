@@ -16,6 +16,7 @@
 #include "train_test_util.h"
 
 namespace mixlab {
+namespace trainer_test {
 namespace {
 
 std::string temp_path(const std::string& name) { return ::testing::TempDir() + "mixlab_train_" + name; }
@@ -683,4 +684,5 @@ TEST(TrainTrainer, ACheckpointWhoseArchiveCodeDoesNotCompileIsAOneLineError) {
 }
 
 }  // namespace
+}  // namespace trainer_test
 }  // namespace mixlab
