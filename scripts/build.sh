@@ -17,9 +17,9 @@ if command -v ccache >/dev/null 2>&1 && [ "${MIXLAB_CCACHE:-1}" = "1" ]; then
   # only with these sloppiness flags (ccache manual, "Precompiled headers").
   export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
   export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
-  # With -g (the ASan build: RelWithDebInfo, -O1 -g1 per CMakeLists.txt) ccache hashes the working directory into the key
-  # by default, so no other clone could hit those objects; the debug info then names the first
-  # clone's build directory, which only changes where a stack trace points.
+  # With -g (the ASan build: RelWithDebInfo, made -O1 -g1 by CMakeLists.txt) ccache hashes the
+  # working directory into the key by default, so no other clone could hit those objects; the debug
+  # info then names the first clone's build directory, which only changes where a stack trace points.
   export CCACHE_NOHASHDIR=1
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
