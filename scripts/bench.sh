@@ -13,9 +13,11 @@
 #                between its two marker lines); refused with --filter, --force or a failed binary,
 #                so the file only ever holds a whole suite run on an idle machine
 #   --takes N    run the whole suite N times, one take after the other, each into DIR/take-<k>/;
-#                DIR then holds per case the median over the takes with its range (time_min,
-#                time_max) and the takes (scripts/bench_takes.py). On these VMs one take can
-#                differ from the next by 30-100 %, which one run's repetitions do not show.
+#                DIR then holds per case its median take (the faster middle one for an even N)
+#                with the range (time_min, time_max), and the baselines per row by their median
+#                take's ratio with its range and a per-kernel summary (scripts/bench_takes.py).
+#                On these VMs one take can differ from the next by 30-100 %, which one run's
+#                repetitions do not show.
 #
 # Writes DIR/machine.json (CPU model, cores, BLAS, LibTorch version, commit, load before and
 # after), DIR/<binary>.json (Google Benchmark JSON, or the binary's own table for
@@ -173,7 +175,7 @@ for take in $(seq "$takes"); do
     echo "   $(( $(date +%s) - t0 )) s" >&2
   fi
 done
-# Several takes: per case the median over the takes and its range, in $out (bench_takes.py).
+# Several takes: per case its median take and the range, in $out (bench_takes.py).
 if [ "$takes" -gt 1 ] && ! /usr/bin/python3 "$here/scripts/bench_takes.py" "$out" "${take_dirs[@]}"; then
   failed+=(takes)
 fi
@@ -222,7 +224,7 @@ skip = {"iterations", "real_time", "cpu_time", "time_unit", "name", "run_name", 
 lines = [f"# mixlab benchmarks ({'quick' if machine['quick'] else 'full'} run)", "",
          f"{cpu} (kernels: {isa}), {machine['cores']} cores, BLAS {blas} ({blas_kernels}), LibTorch {torch_version}, "
          f"commit {commit[:10]}, load {load_before} before / {load_after} after, {seconds} s"
-         + (f", {takes} whole-suite takes: each time is the median over the takes, time_min and time_max their range"
+         + (f", {takes} whole-suite takes: each figure is the case's median take, time_min and time_max the range"
             if int(takes) > 1 else "") + ".", "",
          "Threads: " + "; ".join(
              ", ".join(b for b in threads if threads[b] == n) + f": {n}"

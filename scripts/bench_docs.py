@@ -52,7 +52,8 @@ def generated_block(run_dir):
         f"at least 0.2 s each (one repetition with --quick); baselines: medians of 5 rounds (3 with "
         f"--quick). Every baseline is timed in the same binary and run as what it is compared with."
         + (f" The suite ran {machine['takes']} times, one take after the other (`--takes {machine['takes']}`): each "
-           f"time is the median over the takes, and time_min / time_max are its range."
+           f"figure is its case's median take (for an even count the lower middle one: the faster time, the "
+           f"lower ratio), time_min / time_max and ratio_min / ratio_max the range over the takes."
            if int(machine.get("takes", 1)) > 1 else ""),
         "",
     ]

@@ -10,11 +10,21 @@ times, one take after the other, each into OUT/take-<k>/, and this script writes
 would have written into OUT:
 
 - OUT/<binary>.json for each Google Benchmark binary present in every take: one entry per case
-  (its median aggregate, or its single run with --quick) whose real_time, cpu_time and numeric
-  counters are the medians over the takes, with the range of the time as counters
-  time_min / time_max and the number of takes as takes. The context is the first take's.
-- OUT/<name>.md for the binaries that print their own table (bench_psm_decode) and for the
-  baselines: each take's table under a "### take k" heading, since their rows are text.
+  (its median aggregate, or its single run with --quick) taken from the case's median take by
+  real time, with that take's cpu_time and counters (one take's coherent figures, never a mix),
+  the range of the time over the takes as counters time_min / time_max, the number of takes as
+  takes and the take chosen as take. The context is the first take's.
+- OUT/baselines.{json,md} (bench/baselines/run.py): one row per case (kernel, B, H, T, D,
+  threads, mode) from the row's median take by ratio, with ratio_min / ratio_max over the
+  takes; the table ends with a summary, per kernel and mode, of the range of ratios over its
+  rows (the README's and BENCHMARKS' headline). Each take's own table stays in its folder.
+- OUT/<name>.md for the binaries that print their own table (bench_psm_decode): each take's table
+  under a "### take k" heading, since its rows are text.
+
+"The median take" of an even number of takes is the lower of the two middle ones
+(statistics.median_low): for a time the faster take, since a VM's noise only slows a run, and
+for a ratio the lower one, so that a claim drawn from it is the cautious one. A mean of two
+takes would be a figure no run measured, moved halfway by one slowed take.
 
 A binary missing from some take (it failed there) is left out and named on stderr; the exit
 status is then 1, so bench.sh reports the run as incomplete. Every file is written next to its
@@ -48,30 +58,87 @@ def cases(doc):
     return {b["name"]: b for b in runs if b.get("run_type") != "aggregate"}
 
 
+def median_take(values):
+    """Index of the median take of values (the lower middle one for an even count)."""
+    chosen = statistics.median_low(values)
+    return values.index(chosen)
+
+
 def merge_json(docs):
-    """docs: one Google Benchmark document per take -> one document of per-case medians."""
+    """docs: one Google Benchmark document per take -> one document of the cases' median takes."""
     per_take = [cases(d) for d in docs]
     names = [n for n in per_take[0] if all(n in t for t in per_take)]
     merged = []
     for name in names:
         entries = [t[name] for t in per_take]
-        first = entries[0]
-        out = {"name": name, "run_name": name, "run_type": "iteration", "time_unit": first.get("time_unit", ""),
-               "label": first.get("label", "")}
         times = [e["real_time"] for e in entries]
-        out["real_time"] = statistics.median(times)
-        out["cpu_time"] = statistics.median(e["cpu_time"] for e in entries)
-        for key in first:
-            if key in NOT_COUNTERS or not isinstance(first[key], (int, float)) or isinstance(first[key], bool):
+        k = median_take(times)
+        chosen = entries[k]
+        out = {"name": name, "run_name": name, "run_type": "iteration", "time_unit": chosen.get("time_unit", ""),
+               "label": chosen.get("label", ""), "real_time": chosen["real_time"], "cpu_time": chosen["cpu_time"]}
+        for key, value in chosen.items():
+            if key in NOT_COUNTERS or not isinstance(value, (int, float)) or isinstance(value, bool):
                 continue
-            values = [e[key] for e in entries if isinstance(e.get(key), (int, float))]
-            if len(values) == len(entries):
-                out[key] = statistics.median(values)
+            out[key] = value
         out["time_min"] = min(times)
         out["time_max"] = max(times)
         out["takes"] = len(entries)
+        out["take"] = k + 1
         merged.append(out)
     return {"context": docs[0].get("context", {}), "benchmarks": merged}
+
+
+BASELINE_KEY = ("kernel", "B", "H", "T", "D", "threads", "mode")
+
+
+def merge_baselines(docs):
+    """docs: one bench/baselines/run.py JSON per take -> (merged document, markdown table)."""
+    per_take = []
+    for k, d in enumerate(docs, 1):
+        rows = {}
+        for r in d.get("rows", []):
+            if not isinstance(r, dict) or any(f not in r for f in BASELINE_KEY) or \
+                    not isinstance(r.get("ratio"), (int, float)) or isinstance(r.get("ratio"), bool):
+                fail(f"baselines.json of take {k}: expected rows with {', '.join(BASELINE_KEY)} and a numeric "
+                     f"ratio, got {r!r}")
+            rows[tuple(r[f] for f in BASELINE_KEY)] = r
+        per_take.append(rows)
+    keys = [key for key in per_take[0] if all(key in t for t in per_take)]
+    dropped = len(set().union(*per_take)) - len(keys)
+    rows = []
+    for key in keys:
+        entries = [t[key] for t in per_take]
+        ratios = [e["ratio"] for e in entries]
+        k = median_take(ratios)
+        row = dict(entries[k])
+        row.update(ratio_min=min(ratios), ratio_max=max(ratios), takes=len(entries), take=k + 1)
+        rows.append(row)
+    sgemm = [d.get("sgemm_gflops", {}) for d in docs]
+    doc = {"sgemm_gflops_per_take": sgemm, "isa": docs[0].get("isa"),
+           "block_cache": docs[0].get("block_cache"), "takes": len(docs), "rows": rows}
+    lines = ["sgemm roofline per take (torch.matmul, 256 products of 64x64 @ 64x64): " +
+             "; ".join(f"take {k}: " + ", ".join(f"{float(v):.1f} GF/s at {t} thread{'s' if str(t) != '1' else ''}"
+                                                  for t, v in s.items()) for k, s in enumerate(sgemm, 1)),
+              f"CPU block cache (both sides): {doc['block_cache']}",
+              f"Each row is its median take by ratio of {len(docs)} (the lower middle one for an even count); "
+              "the range is the ratio over every take.", "",
+              "| kernel | B | T | threads | mode | plain torch ms | mixlab ms | ratio | ratio range | take "
+              "| max abs diff |",
+              "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['kernel']} | {r['B']} | {r['T']} | {r['threads']} | {r['mode']} | "
+                     f"{r['baseline_ms']:.3g} | {r['mixlab_ms']:.3g} | **{r['ratio']:.2f}×** | "
+                     f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}× | {r['take']} | {r['max_abs_diff']:.1e} |")
+    lines += ["", "Per kernel and mode, the range of the rows' ratios above (every B, T and thread count):", "",
+              "| kernel | mode | rows | ratios |", "|---|---|---:|---:|"]
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["kernel"], r["mode"]), []).append(r["ratio"])
+    for (kernel, mode), ratios in groups.items():
+        lines.append(f"| {kernel} | {mode} | {len(ratios)} | {min(ratios):.2f}–{max(ratios):.2f}× |")
+    if dropped:
+        lines += ["", f"Cases not in every take, left out: {dropped}."]
+    return doc, "\n".join(lines) + "\n"
 
 
 def main():
@@ -93,16 +160,22 @@ def main():
             missing.append(f"{name} (absent from {', '.join(absent)})")
             continue
         target = os.path.join(out, name)
-        if name.endswith(".json") and name != "baselines.json":
+        if name == "baselines.md":
+            continue  # written with baselines.json, from its rows
+        if name.endswith(".json"):
             try:
                 docs = [json.load(open(p)) for p in paths]
             except ValueError as e:
                 fail(f"'{name}' of a take is not JSON: {e}")
-            write_whole(target, json.dumps(merge_json(docs), indent=1))
+            if name == "baselines.json":
+                doc, table = merge_baselines(docs)
+                write_whole(target, json.dumps(doc, indent=1))
+                write_whole(os.path.join(out, "baselines.md"), table)
+            else:
+                write_whole(target, json.dumps(merge_json(docs), indent=1))
         elif name.endswith(".md"):
             parts = [f"### take {k}\n\n" + open(p).read().strip() + "\n" for k, p in enumerate(paths, 1)]
             write_whole(target, "\n".join(parts))
-        # baselines.json: its rows are baselines.md's; the takes keep their own copies.
     if missing:
         print("bench_takes: left out, not in every take: " + "; ".join(missing), file=sys.stderr)
         sys.exit(1)

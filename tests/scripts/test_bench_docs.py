@@ -83,7 +83,8 @@ class BenchDocsTest(unittest.TestCase):
         text = open(self.doc).read()
         self.assertIn("`bash scripts/bench.sh --docs --takes 3`", text)
         self.assertIn("The suite ran 3 times, one take after the other", text)
-        self.assertIn("time_min / time_max are its range", text)
+        self.assertIn("median take", text)
+        self.assertIn("time_min / time_max and ratio_min / ratio_max the range over the takes", text)
 
     def test_missing_markers_leave_the_document_untouched(self):
         for body in ("no markers at all\n", f"{END}\n{BEGIN}\n", f"{BEGIN}\n{BEGIN}\n{END}\n"):

@@ -1,5 +1,6 @@
-"""scripts/bench_takes.py (bench.sh --takes N): per case the median over whole-suite takes with its
-range, text tables kept per take, and a binary missing from a take named and refused (exit 1).
+"""scripts/bench_takes.py (bench.sh --takes N): per case its median take over whole-suite takes with
+the range, the baselines merged per row with a summary, text tables kept per take, and a binary
+missing from a take named and refused (exit 1).
 Run: /usr/bin/python3 -m unittest discover -s tests/scripts
 """
 import json
@@ -77,7 +78,66 @@ class BenchTakesTest(unittest.TestCase):
         r = self.run_script()
         self.assertEqual(r.returncode, 0, r.stderr)
         q = self.merged("bench_q.json")["BM_Q"]
-        self.assertEqual((q["real_time"], q["time_min"], q["time_max"], q["takes"], q["label"]), (6.0, 5.0, 7.0, 2, "L"))
+        # Two takes: the faster one (the lower middle), not their mean (6.0, which no take measured).
+        self.assertEqual((q["real_time"], q["time_min"], q["time_max"], q["takes"], q["label"], q["take"]),
+                         (5.0, 5.0, 7.0, 2, "L", 1))
+
+    def test_counters_come_from_the_chosen_take(self):
+        # cpu_time and counters belong to the take whose time is the median, never a mix of takes.
+        for real, cpu, counter in ((20.0, 1.0, 5), (10.0, 9.0, 7), (30.0, 2.0, 1), (15.0, 3.0, 9)):
+            self.take({"bench_c.json": gbench({"BM_C": (real, cpu, counter)})})
+        r = self.run_script()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        c = self.merged("bench_c.json")["BM_C"]
+        self.assertEqual((c["real_time"], c["cpu_time"], c["bytes"], c["take"]), (15.0, 3.0, 9, 4))
+        self.assertEqual((c["time_min"], c["time_max"], c["takes"]), (10.0, 30.0, 4))
+
+    def test_baselines_merged_per_row_with_a_summary(self):
+        def row(kernel, mode, T, ratio, threads=1):
+            return {"kernel": kernel, "B": 1, "H": 4, "T": T, "D": 64, "threads": threads, "mode": mode,
+                    "baseline_ms": 10.0 * ratio, "mixlab_ms": 10.0, "ratio": ratio, "max_abs_diff": 1e-6,
+                    "mixlab_gflops": None, "sgemm_gflops": 100.0}
+
+        takes = (
+            [row("gla", "fwd", 1024, 4.0), row("gla", "fwd", 4096, 8.0), row("gla", "fwd+bwd", 1024, 7.0),
+             row("attention", "fwd", 1024, 3.0, threads=2)],
+            [row("gla", "fwd", 1024, 5.0), row("gla", "fwd", 4096, 6.0), row("gla", "fwd+bwd", 1024, 9.0),
+             row("attention", "fwd", 1024, 3.5, threads=2), row("gla", "fwd", 16384, 11.0)],
+        )
+        for k, rows in enumerate(takes, 1):
+            doc = {"sgemm_gflops": {"1": 100.0 + k, "2": 190.0 + k}, "isa": "avx512", "block_cache": "on",
+                   "rows": rows}
+            self.take({"baselines.json": doc, "baselines.md": f"take {k}'s own table\n"})
+        r = self.run_script()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.load(open(os.path.join(self.out, "baselines.json")))
+        rows = {(x["kernel"], x["mode"], x["T"], x["threads"]): x for x in doc["rows"]}
+        self.assertEqual(len(rows), 4)  # T 16384 ran in take 2 only: left out
+        # The lower ratio of two takes, with that take's times and the range over both takes.
+        g = rows[("gla", "fwd", 4096, 1)]
+        self.assertEqual((g["ratio"], g["baseline_ms"], g["take"], g["ratio_min"], g["ratio_max"], g["takes"]),
+                         (6.0, 60.0, 2, 6.0, 8.0, 2))
+        self.assertEqual(rows[("gla", "fwd", 1024, 1)]["take"], 1)
+        self.assertEqual(doc["sgemm_gflops_per_take"], [{"1": 101.0, "2": 191.0}, {"1": 102.0, "2": 192.0}])
+        md = open(os.path.join(self.out, "baselines.md")).read()
+        self.assertNotIn("own table", md)  # the takes' tables stay in their folders
+        self.assertIn("take 1: 101.0 GF/s at 1 thread, 191.0 GF/s at 2 threads", md)
+        self.assertIn("| gla | 1 | 4096 | 1 | fwd | 60 | 10 | **6.00×** | 6.00–8.00× | 2 | 1.0e-06 |", md)
+        # The summary: per kernel and mode, the range over the rows' chosen ratios.
+        self.assertIn("| gla | fwd | 2 | 4.00–6.00× |", md)
+        self.assertIn("| gla | fwd+bwd | 1 | 7.00–7.00× |", md)
+        self.assertIn("| attention | fwd | 1 | 3.00–3.00× |", md)
+        self.assertIn("Cases not in every take, left out: 1.", md)
+
+    def test_malformed_baselines_rows(self):
+        good = {"kernel": "gla", "B": 1, "H": 4, "T": 1024, "D": 64, "threads": 1, "mode": "fwd", "ratio": 2.0}
+        self.take({"baselines.json": {"rows": [good]}, "baselines.md": ""})
+        self.take({"baselines.json": {"rows": [dict(good, ratio="fast")]}, "baselines.md": ""})
+        r = self.run_script()
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("baselines.json of take 2", r.stderr)
+        self.assertIn("numeric ratio", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "baselines.json")))
 
     def test_a_case_or_binary_missing_from_a_take(self):
         self.take({"bench_x.json": gbench({"BM_A": (1.0, 1.0, 1), "BM_only_here": (2.0, 2.0, 2)}),
