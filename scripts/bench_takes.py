@@ -89,6 +89,7 @@ def merge_json(docs):
 
 
 BASELINE_KEY = ("kernel", "B", "H", "T", "D", "threads", "mode")
+BASELINE_NUMBERS = ("ratio", "baseline_ms", "mixlab_ms", "max_abs_diff")  # the table's numeric cells
 
 
 def merge_baselines(docs):
@@ -98,9 +99,9 @@ def merge_baselines(docs):
         rows = {}
         for r in d.get("rows", []):
             if not isinstance(r, dict) or any(f not in r for f in BASELINE_KEY) or \
-                    not isinstance(r.get("ratio"), (int, float)) or isinstance(r.get("ratio"), bool):
-                fail(f"baselines.json of take {k}: expected rows with {', '.join(BASELINE_KEY)} and a numeric "
-                     f"ratio, got {r!r}")
+                    any(not isinstance(r.get(f), (int, float)) or isinstance(r.get(f), bool) for f in BASELINE_NUMBERS):
+                fail(f"baselines.json of take {k}: expected rows with {', '.join(BASELINE_KEY)} and numbers "
+                     f"{', '.join(BASELINE_NUMBERS)}, got {r!r}")
             rows[tuple(r[f] for f in BASELINE_KEY)] = r
         per_take.append(rows)
     keys = [key for key in per_take[0] if all(key in t for t in per_take)]

@@ -130,14 +130,24 @@ class BenchTakesTest(unittest.TestCase):
         self.assertIn("Cases not in every take, left out: 1.", md)
 
     def test_malformed_baselines_rows(self):
-        good = {"kernel": "gla", "B": 1, "H": 4, "T": 1024, "D": 64, "threads": 1, "mode": "fwd", "ratio": 2.0}
-        self.take({"baselines.json": {"rows": [good]}, "baselines.md": ""})
-        self.take({"baselines.json": {"rows": [dict(good, ratio="fast")]}, "baselines.md": ""})
-        r = self.run_script()
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("baselines.json of take 2", r.stderr)
-        self.assertIn("numeric ratio", r.stderr)
-        self.assertFalse(os.path.exists(os.path.join(self.out, "baselines.json")))
+        good = {"kernel": "gla", "B": 1, "H": 4, "T": 1024, "D": 64, "threads": 1, "mode": "fwd", "ratio": 2.0,
+                "baseline_ms": 2.0, "mixlab_ms": 1.0, "max_abs_diff": 0.0}
+        missing_time = dict(good)
+        del missing_time["mixlab_ms"]
+        for bad in (dict(good, ratio="fast"), dict(good, ratio=True), missing_time, {k: good[k] for k in good if k != "T"}):
+            with self.subTest(bad=bad):
+                for d in self.takes:
+                    for name in os.listdir(d):
+                        os.remove(os.path.join(d, name))
+                    os.rmdir(d)
+                self.takes = []
+                self.take({"baselines.json": {"rows": [good]}, "baselines.md": ""})
+                self.take({"baselines.json": {"rows": [bad]}, "baselines.md": ""})
+                r = self.run_script()
+                self.assertEqual(r.returncode, 2)
+                self.assertIn("baselines.json of take 2", r.stderr)
+                self.assertIn("expected rows with kernel", r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.out, "baselines.json")))
 
     def test_a_case_or_binary_missing_from_a_take(self):
         self.take({"bench_x.json": gbench({"BM_A": (1.0, 1.0, 1), "BM_only_here": (2.0, 2.0, 2)}),
