@@ -49,6 +49,11 @@ def fail(msg):
     sys.exit(2)
 
 
+def is_number(value):
+    """A JSON number (bool is an int to Python, not a figure)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def cases(doc):
     """One entry per case: the median aggregate when the run had repetitions, else the run."""
     runs = doc.get("benchmarks", [])
@@ -77,7 +82,7 @@ def merge_json(docs):
         out = {"name": name, "run_name": name, "run_type": "iteration", "time_unit": chosen.get("time_unit", ""),
                "label": chosen.get("label", ""), "real_time": chosen["real_time"], "cpu_time": chosen["cpu_time"]}
         for key, value in chosen.items():
-            if key in NOT_COUNTERS or not isinstance(value, (int, float)) or isinstance(value, bool):
+            if key in NOT_COUNTERS or not is_number(value):
                 continue
             out[key] = value
         out["time_min"] = min(times)
@@ -99,7 +104,7 @@ def merge_baselines(docs):
         rows = {}
         for r in d.get("rows", []):
             if not isinstance(r, dict) or any(f not in r for f in BASELINE_KEY) or \
-                    any(not isinstance(r.get(f), (int, float)) or isinstance(r.get(f), bool) for f in BASELINE_NUMBERS):
+                    not all(is_number(r.get(f)) for f in BASELINE_NUMBERS):
                 fail(f"baselines.json of take {k}: expected rows with {', '.join(BASELINE_KEY)} and numbers "
                      f"{', '.join(BASELINE_NUMBERS)}, got {r!r}")
             rows[tuple(r[f] for f in BASELINE_KEY)] = r

@@ -5,6 +5,7 @@ Run: /usr/bin/python3 -m unittest discover -s tests/scripts
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -137,9 +138,7 @@ class BenchTakesTest(unittest.TestCase):
         for bad in (dict(good, ratio="fast"), dict(good, ratio=True), missing_time, {k: good[k] for k in good if k != "T"}):
             with self.subTest(bad=bad):
                 for d in self.takes:
-                    for name in os.listdir(d):
-                        os.remove(os.path.join(d, name))
-                    os.rmdir(d)
+                    shutil.rmtree(d)
                 self.takes = []
                 self.take({"baselines.json": {"rows": [good]}, "baselines.md": ""})
                 self.take({"baselines.json": {"rows": [bad]}, "baselines.md": ""})
