@@ -36,6 +36,7 @@ import os
 import statistics
 import sys
 
+from baseline_summary import ratio_summary_lines
 from write_whole import write_whole
 
 # Fields of a Google Benchmark entry that are not counters (bench.sh's table skips the same).
@@ -135,13 +136,7 @@ def merge_baselines(docs):
         lines.append(f"| {r['kernel']} | {r['B']} | {r['T']} | {r['threads']} | {r['mode']} | "
                      f"{r['baseline_ms']:.3g} | {r['mixlab_ms']:.3g} | **{r['ratio']:.2f}×** | "
                      f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}× | {r['take']} | {r['max_abs_diff']:.1e} |")
-    lines += ["", "Per kernel and mode, the range of the rows' ratios above (every B, T and thread count):", "",
-              "| kernel | mode | rows | ratios |", "|---|---|---:|---:|"]
-    groups = {}
-    for r in rows:
-        groups.setdefault((r["kernel"], r["mode"]), []).append(r["ratio"])
-    for (kernel, mode), ratios in groups.items():
-        lines.append(f"| {kernel} | {mode} | {len(ratios)} | {min(ratios):.2f}–{max(ratios):.2f}× |")
+    lines += [""] + ratio_summary_lines(rows)
     if dropped:
         lines += ["", f"Cases not in every take, left out: {dropped}."]
     return doc, "\n".join(lines) + "\n"

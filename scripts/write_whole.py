@@ -1,5 +1,6 @@
-"""One file write for the benchmark scripts (bench_docs.py, bench_takes.py): written next to its
-name, flushed to disk and renamed, so an interrupted run leaves the old file whole."""
+"""One file write for the benchmark scripts (bench_docs.py, bench_takes.py, bench/baselines/run.py):
+written next to its name, flushed to disk and renamed, so an interrupted run leaves the old file
+whole."""
 import os
 
 

@@ -9,7 +9,8 @@ Prints one markdown table: kernel, shape, threads, mode, baseline and mixlab mil
 ratio = baseline / mixlab (> 1: mixlab is faster), the fused affine forward's GF/s beside the
 sgemm rate of the chunked form's 64x64 blocks (its roofline), and the largest output difference
 (every case is checked: a kernel that disagrees with its baseline is reported as an error, not
-timed).
+timed). After the table: per kernel and mode, the range of the ratios and the lowest row
+(scripts/baseline_summary.py, the same lines bench.sh --takes N writes for its merged table).
 """
 import argparse
 import json
@@ -22,7 +23,10 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import plain_torch as pt  # noqa: E402
+from baseline_summary import ratio_summary_lines  # noqa: E402
+from write_whole import write_whole  # noqa: E402
 
 import mixlab  # noqa: E402
 
@@ -209,10 +213,11 @@ def main():
         gf_cell = f"{gf:.1f} ({100 * gf / r['sgemm_gflops']:.0f} %)" if gf else "—"
         print(f"| {r['kernel']} | {r['B']} | {r['T']} | {r['threads']} | {r['mode']} | {r['baseline_ms']:.3g} | "
               f"{r['mixlab_ms']:.3g} | **{r['ratio']:.2f}×** | {gf_cell} | {r['max_abs_diff']:.1e} |", flush=True)
+    print()
+    print("\n".join(ratio_summary_lines(rows)))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"sgemm_gflops": sgemm, "isa": mixlab.fused_affine_isa(), "block_cache": cache, "rows": rows}, f,
-                      indent=1)
+        write_whole(args.json, json.dumps({"sgemm_gflops": sgemm, "isa": mixlab.fused_affine_isa(),
+                                           "block_cache": cache, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

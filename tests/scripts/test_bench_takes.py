@@ -128,6 +128,7 @@ class BenchTakesTest(unittest.TestCase):
         self.assertIn("| gla | fwd | 2 | 4.00–6.00× |", md)
         self.assertIn("| gla | fwd+bwd | 1 | 7.00–7.00× |", md)
         self.assertIn("| attention | fwd | 1 | 3.00–3.00× |", md)
+        self.assertIn("Lowest row: attention fwd, B 1, T 1024, 2 threads: 3.00×.", md)
         self.assertIn("Cases not in every take, left out: 1.", md)
 
     def test_malformed_baselines_rows(self):
