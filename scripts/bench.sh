@@ -58,6 +58,13 @@ if [ "$docs" = 1 ] && { [ "$filter" != . ] || [ "$force" = 1 ]; }; then
   exit 2
 fi
 
+# A forced BLAS kernel set (this project's Zen 5 VM exports OPENBLAS_CORETYPE=Haswell) changes every
+# row that leans on sgemm by up to 2x; docs/BENCHMARKS.md's generated tables since 2026-11-30 ran on
+# OpenBLAS's own choice. The machine line records the kernels either way; say it before an hour's run.
+if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+  echo "bench.sh: note: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE forces OpenBLAS's kernels; docs/BENCHMARKS.md's tables" \
+    "ran on OpenBLAS's own choice (env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE bash scripts/bench.sh ...)" >&2
+fi
 load_now() { cut -d' ' -f1 /proc/loadavg; }
 load_before=$(load_now)
 if awk -v l="$load_before" 'BEGIN { exit !(l > 0.5) }'; then
