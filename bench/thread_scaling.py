@@ -4,8 +4,12 @@ table (bench_kernels, wall time per call, forward and forward+backward) and a tr
 (`mixlab train --task lm`, tokens/s), each measured at 1 and at 2 threads in the same invocation.
 
 Usage: /usr/bin/python3 bench/thread_scaling.py [--build build] [--min-time 0.3] [--steps 40]
-Prints a markdown table: speedup = time at 1 thread / time at 2 threads (throughput ratio for the
-training step). Run it on an idle machine: two threads on two cores leave nothing for anyone else.
+                                               [--no-train] [--json FILE]
+Prints a markdown table (scripts/thread_table.py): speedup = time at 1 thread / time at 2 threads
+(throughput ratio for the training step), then how many rows reach issue 38's 1.7x and the lowest.
+--json writes the rows too (flushed, renamed); bench.sh runs this as its `threads` step, and
+bench.sh --takes N merges the takes per row (scripts/bench_takes.py). Run it on an idle machine:
+two threads on two cores leave nothing for anyone else.
 
        /usr/bin/python3 bench/thread_scaling.py --training-steps [--takes 3] [--steps 40] [--models lm,pow2]
 The training steps only: the LM step above and the main job's recall model (d 64, 2 layers,
@@ -21,6 +25,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from thread_table import speedup, thread_table_lines  # noqa: E402
+from write_whole import write_whole  # noqa: E402
+
 
 def kernel_times(build, threads, min_time):
     """Wall ms per call of every fast kernel-table row at `threads` threads: {name: ms}."""
@@ -35,7 +43,10 @@ def kernel_times(build, threads, min_time):
             env=env, check=True, capture_output=True, text=True)
         with open(path) as f:
             doc = json.load(f)
-    return {b["name"]: float(b["real_time"]) for b in doc["benchmarks"] if b.get("run_type") == "iteration"}
+    # Every fast row measures the process's CPU time beside the wall time; the suffix says so in
+    # each name alike, so the table drops it.
+    return {b["name"].removesuffix("/process_time"): float(b["real_time"])
+            for b in doc["benchmarks"] if b.get("run_type") == "iteration"}
 
 
 LM_STEP = ["--task", "lm", "--mixer", "attention", "--set", "d_model=64", "--set", "layers=2", "--set", "length=128",
@@ -66,24 +77,22 @@ def train_tokens_per_s(build, threads, steps, model=LM_STEP, extra=()):
     return statistics.median(rates)
 
 
-def scaling_rows(one, two):
-    """Rows (name, ms at 1 thread, ms at 2 threads, speedup) for the names both runs have."""
-    rows = []
-    for name in sorted(set(one) & set(two)):
-        a, b = one[name], two[name]
-        rows.append((name, a, b, a / b if b > 0 else float("nan")))
+LM_STEP_LABEL = "train step, lm attention d64 L2 T128 B16"
+
+
+def scaling_rows(one, two, train=None):
+    """Table rows (scripts/thread_table.py) for the kernel names both runs have, by name, then the
+    training step's row when `train` = (tokens/s at 1 thread, at 2 threads) is given."""
+    rows = [{"name": name, "unit": "ms", "one": one[name], "two": two[name],
+             "speedup": speedup("ms", one[name], two[name])} for name in sorted(set(one) & set(two))]
+    if train:
+        t1, t2 = train
+        rows.append({"name": LM_STEP_LABEL, "unit": "tok/s", "one": t1, "two": t2, "speedup": speedup("tok/s", t1, t2)})
     return rows
 
 
-def markdown(rows, train):
-    lines = ["| kernel (bench_kernels fast row) | 1 thread ms | 2 threads ms | speedup |", "|---|--:|--:|--:|"]
-    for name, a, b, s in rows:
-        lines.append(f"| {name} | {a:.3f} | {b:.3f} | {s:.2f}x |")
-    if train:
-        t1, t2 = train
-        lines.append(f"| train step, lm attention d64 L2 T128 B16 (tokens/s) | {t1:.0f} tok/s | {t2:.0f} tok/s "
-                     f"| {t2 / t1:.2f}x |")
-    return "\n".join(lines)
+def markdown(rows):
+    return "\n".join(thread_table_lines(rows))
 
 
 STEP_SETTINGS = [("1 thread", 1, ()), ("2 threads, row_groups=1", 2, ("row_groups=1",)),
@@ -128,6 +137,7 @@ def main():
     ap.add_argument("--min-time", type=float, default=0.3)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--no-train", action="store_true", help="kernels only")
+    ap.add_argument("--json", help="also write the rows to this file (kernels and training step mode)")
     ap.add_argument("--training-steps", action="store_true",
                     help="the training steps only, with and without row groups (see the top)")
     ap.add_argument("--takes", type=int, default=3, help="--training-steps: interleaved takes")
@@ -146,7 +156,11 @@ def main():
     train = None
     if not args.no_train:
         train = (train_tokens_per_s(args.build, 1, args.steps), train_tokens_per_s(args.build, 2, args.steps))
-    print(markdown(scaling_rows(one, two), train))
+    rows = scaling_rows(one, two, train)
+    if args.json:
+        write_whole(args.json, json.dumps({"min_time": args.min_time, "steps": None if args.no_train else args.steps,
+                                           "rows": rows}, indent=1))
+    print(markdown(rows))
     return 0
 
 

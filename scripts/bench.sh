@@ -22,8 +22,10 @@
 # Writes DIR/machine.json (CPU model, cores, BLAS, LibTorch version, commit, load before and
 # after), DIR/<binary>.json (Google Benchmark JSON, or the binary's own table for
 # bench_psm_decode), DIR/baselines.{md,json} (bench/baselines/run.py: mixlab against plain
-# PyTorch through the Python module; filter name `baselines`) and DIR/tables.md (one markdown
-# table per binary: time, CPU time and the counters each case reports; then baselines.md).
+# PyTorch through the Python module; filter name `baselines`), DIR/threads.{md,json}
+# (bench/thread_scaling.py: every fast row of bench_kernels and the LM training step at 1 and at 2
+# threads; filter name `threads`) and DIR/tables.md (one markdown table per binary: time, CPU time
+# and the counters each case reports; then baselines.md and threads.md).
 # docs/BENCHMARKS.md quotes these tables with their commands.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -78,7 +80,7 @@ if awk -v l="$load_before" 'BEGIN { exit !(l > 0.5) }'; then
 fi
 
 build="${MIXLAB_BUILD_DIR:-$here/build}"
-MIXLAB_BUILD_DIR="$build" MIXLAB_TARGETS="mixlab bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_attention bench_decode bench_psm_decode bench_brl bench_data" \
+MIXLAB_BUILD_DIR="$build" MIXLAB_TARGETS="mixlab bench_resolvent bench_scan bench_selective_scan bench_toeplitz bench_attention bench_decode bench_psm_decode bench_brl bench_data bench_kernels" \
   bash "$here/scripts/build.sh" -DMIXLAB_BUILD_BENCH=ON >/dev/null
 # The build just loaded the machine: let the load settle before the first timing.
 if [ "$force" = 0 ]; then
@@ -181,6 +183,20 @@ for take in $(seq "$takes"); do
     fi
     echo "   $(( $(date +%s) - t0 )) s" >&2
   fi
+  # How one run scales from 1 to 2 threads (issue 38 item 4): about 45 s a take. It sets each
+  # run's thread count itself, whatever MIXLAB_THREADS says.
+  if [[ "threads" =~ $filter ]]; then
+    echo "== threads (bench/thread_scaling.py)" >&2
+    t0=$(date +%s)
+    thread_args=(--build "$build" --json "$dest/threads.json")
+    [ "$quick" = 1 ] && thread_args+=(--min-time 0.1 --steps 15)
+    if ! /usr/bin/python3 "$here/bench/thread_scaling.py" "${thread_args[@]}" >"$dest/threads.md"; then
+      echo "bench.sh: bench/thread_scaling.py failed; its results are missing from tables.md" >&2
+      failed+=(threads)
+      rm -f "$dest/threads.json" "$dest/threads.md"
+    fi
+    echo "   $(( $(date +%s) - t0 )) s" >&2
+  fi
 done
 # Several takes: per case its median take and the range, in $out (bench_takes.py).
 if [ "$takes" -gt 1 ] && ! /usr/bin/python3 "$here/scripts/bench_takes.py" "$out" "${take_dirs[@]}"; then
@@ -232,13 +248,14 @@ lines = [f"# mixlab benchmarks ({'quick' if machine['quick'] else 'full'} run)",
          f"{cpu} (kernels: {isa}), {machine['cores']} cores, BLAS {blas} ({blas_kernels}), LibTorch {torch_version}, "
          f"commit {commit[:10]}, load {load_before} before / {load_after} after, {seconds} s"
          + (f", {takes} whole-suite takes: each figure is the case's median take, time_min and time_max the range"
-            if int(takes) > 1 else "") + ".", "",
-         "Threads: " + "; ".join(
-             ", ".join(b for b in threads if threads[b] == n) + f": {n}"
-             for n in sorted(set(threads.values()), key=str)) + ".", ""]
+            if int(takes) > 1 else "") + ".", ""]
+if threads:  # none when --filter kept only the baselines or the thread table
+    lines += ["Threads: " + "; ".join(
+        ", ".join(b for b in threads if threads[b] == n) + f": {n}"
+        for n in sorted(set(threads.values()), key=str)) + ".", ""]
 for path in sorted(glob.glob(os.path.join(out, "*.json"))):
     name = os.path.basename(path)[:-5]
-    if name in ("machine", "baselines"):  # baselines.md is the table of baselines.json
+    if name in ("machine", "baselines", "threads"):  # baselines.md, threads.md: the tables of their JSON
         continue
     runs = [b for b in json.load(open(path)).get("benchmarks", [])
             if b.get("run_type") != "aggregate" or b.get("aggregate_name") == "median"]

@@ -18,6 +18,9 @@ would have written into OUT:
   threads, mode) from the row's median take by ratio, with ratio_min / ratio_max over the
   takes; the table ends with a summary, per kernel and mode, of the range of ratios over its
   rows (the README's and BENCHMARKS' headline). Each take's own table stays in its folder.
+- OUT/threads.{json,md} (bench/thread_scaling.py, 1 thread against 2): one row per kernel row
+  and for the training step, from the row's median take by speedup, with speedup_min /
+  speedup_max; the table (scripts/thread_table.py) ends with how many rows reach issue 38's 1.7x.
 - OUT/<name>.md for the binaries that print their own table (bench_psm_decode): each take's table
   under a "### take k" heading, since its rows are text.
 
@@ -37,6 +40,7 @@ import statistics
 import sys
 
 from baseline_summary import ratio_summary_lines
+from thread_table import thread_table_lines
 from write_whole import write_whole
 
 # Fields of a Google Benchmark entry that are not counters (bench.sh's table skips the same).
@@ -142,6 +146,38 @@ def merge_baselines(docs):
     return doc, "\n".join(lines) + "\n"
 
 
+THREAD_NUMBERS = ("one", "two", "speedup")
+
+
+def merge_threads(docs):
+    """docs: one bench/thread_scaling.py JSON per take -> (merged document, markdown table)."""
+    per_take = []
+    for k, d in enumerate(docs, 1):
+        rows = {}
+        for r in d.get("rows", []) if isinstance(d, dict) else [None]:
+            if not isinstance(r, dict) or not isinstance(r.get("name"), str) or r.get("unit") not in ("ms", "tok/s") \
+                    or not all(is_number(r.get(f)) for f in THREAD_NUMBERS):
+                fail(f"threads.json of take {k}: expected rows with a name, unit ms or tok/s and numbers "
+                     f"{', '.join(THREAD_NUMBERS)}, got {r!r}")
+            rows[r["name"]] = r
+        per_take.append(rows)
+    names = [n for n in per_take[0] if all(n in t for t in per_take)]
+    dropped = len(set().union(*per_take)) - len(names)
+    rows = []
+    for name in names:
+        entries = [t[name] for t in per_take]
+        speedups = [e["speedup"] for e in entries]
+        k = median_take(speedups)
+        row = dict(entries[k])
+        row.update(speedup_min=min(speedups), speedup_max=max(speedups), takes=len(entries), take=k + 1)
+        rows.append(row)
+    lines = [f"Each row is its median take by speedup of {len(docs)} (the lower middle one for an even count); "
+             "the range is the speedup over every take.", ""] + thread_table_lines(rows)
+    if dropped:
+        lines += ["", f"Rows not in every take, left out: {dropped}."]
+    return {"takes": len(docs), "rows": rows}, "\n".join(lines) + "\n"
+
+
 def main():
     if len(sys.argv) < 3:
         fail("usage: bench_takes.py OUT TAKE_DIR [TAKE_DIR ...]")
@@ -161,8 +197,8 @@ def main():
             missing.append(f"{name} (absent from {', '.join(absent)})")
             continue
         target = os.path.join(out, name)
-        if name == "baselines.md":
-            continue  # written with baselines.json, from its rows
+        if name in ("baselines.md", "threads.md"):
+            continue  # written with baselines.json / threads.json, from their rows
         if name.endswith(".json"):
             try:
                 docs = [json.load(open(p)) for p in paths]
@@ -172,6 +208,10 @@ def main():
                 doc, table = merge_baselines(docs)
                 write_whole(target, json.dumps(doc, indent=1))
                 write_whole(os.path.join(out, "baselines.md"), table)
+            elif name == "threads.json":
+                doc, table = merge_threads(docs)
+                write_whole(target, json.dumps(doc, indent=1))
+                write_whole(os.path.join(out, "threads.md"), table)
             else:
                 write_whole(target, json.dumps(merge_json(docs), indent=1))
         elif name.endswith(".md"):

@@ -149,6 +149,46 @@ class BenchTakesTest(unittest.TestCase):
                 self.assertIn("expected rows with kernel", r.stderr)
                 self.assertFalse(os.path.exists(os.path.join(self.out, "baselines.json")))
 
+    def test_thread_rows_merged_by_speedup(self):
+        def row(name, one, two, unit="ms"):
+            speedup = two / one if unit == "tok/s" else one / two
+            return {"name": name, "unit": unit, "one": one, "two": two, "speedup": speedup}
+
+        takes = ([row("BM_a/fwd", 1.0, 0.5), row("BM_b/fwd", 1.0, 1.25), row("step", 100.0, 190.0, "tok/s")],
+                 [row("BM_a/fwd", 1.0, 0.8), row("BM_b/fwd", 1.0, 0.9), row("step", 100.0, 150.0, "tok/s")],
+                 [row("BM_a/fwd", 1.0, 0.55), row("BM_b/fwd", 1.0, 1.0), row("step", 100.0, 180.0, "tok/s"),
+                  row("BM_only_here", 1.0, 1.0)])
+        for rows in takes:
+            self.take({"threads.json": {"rows": rows}, "threads.md": "a take's own table\n"})
+        r = self.run_script()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.load(open(os.path.join(self.out, "threads.json")))
+        rows = {x["name"]: x for x in doc["rows"]}
+        self.assertEqual(sorted(rows), ["BM_a/fwd", "BM_b/fwd", "step"])
+        a = rows["BM_a/fwd"]  # speedups 2.0, 1.25, 1.82: the median take is take 3, with its times
+        self.assertEqual((a["two"], a["take"], a["speedup_min"], a["speedup_max"]), (0.55, 3, 1.25, 2.0))
+        self.assertAlmostEqual(rows["step"]["speedup"], 1.8)
+        md = open(os.path.join(self.out, "threads.md")).read()
+        self.assertNotIn("own table", md)
+        self.assertIn("| BM_b/fwd | 1 ms | 1 ms | 1.00× | 0.80–1.11× | 3 |", md)
+        self.assertIn("| step | 100 tok/s | 180 tok/s | 1.80× | 1.50–1.90× | 3 |", md)
+        self.assertIn("At 2 threads ≥ 1.7× the 1-thread throughput: 2 of 3 rows. Lowest: BM_b/fwd, 1.00×.", md)
+        self.assertIn("Rows not in every take, left out: 1.", md)
+
+    def test_malformed_thread_rows(self):
+        good = {"name": "BM_a", "unit": "ms", "one": 1.0, "two": 0.5, "speedup": 2.0}
+        for bad in (dict(good, unit="s"), dict(good, speedup=None), {k: good[k] for k in good if k != "name"}, 3):
+            with self.subTest(bad=bad):
+                for d in self.takes:
+                    shutil.rmtree(d)
+                self.takes = []
+                self.take({"threads.json": {"rows": [good]}})
+                self.take({"threads.json": {"rows": [bad]}})
+                r = self.run_script()
+                self.assertEqual(r.returncode, 2)
+                self.assertIn("threads.json of take 2", r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.out, "threads.json")))
+
     def test_a_case_or_binary_missing_from_a_take(self):
         self.take({"bench_x.json": gbench({"BM_A": (1.0, 1.0, 1), "BM_only_here": (2.0, 2.0, 2)}),
                    "bench_y.json": gbench({"BM_Y": (1.0, 1.0, 1)})})

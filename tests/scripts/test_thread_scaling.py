@@ -17,16 +17,24 @@ class ThreadScalingTest(unittest.TestCase):
     def test_rows_pair_by_name_and_divide_one_by_two(self):
         rows = thread_scaling.scaling_rows({"BM_a/fast/fwd/x": 4.0, "BM_b/fast/fwd/x": 3.0, "only_one": 1.0},
                                            {"BM_a/fast/fwd/x": 2.0, "BM_b/fast/fwd/x": 3.0, "only_two": 1.0})
-        self.assertEqual([r[0] for r in rows], ["BM_a/fast/fwd/x", "BM_b/fast/fwd/x"])
-        self.assertAlmostEqual(rows[0][3], 2.0)
-        self.assertAlmostEqual(rows[1][3], 1.0)
+        self.assertEqual([r["name"] for r in rows], ["BM_a/fast/fwd/x", "BM_b/fast/fwd/x"])
+        self.assertAlmostEqual(rows[0]["speedup"], 2.0)
+        self.assertAlmostEqual(rows[1]["speedup"], 1.0)
+        self.assertEqual({r["unit"] for r in rows}, {"ms"})
 
-    def test_markdown_has_one_line_per_row_and_the_training_ratio(self):
-        text = thread_scaling.markdown([("BM_a", 4.0, 2.0, 2.0)], (1000.0, 1800.0))
-        lines = text.splitlines()
-        self.assertEqual(len(lines), 4)
-        self.assertIn("| BM_a | 4.000 | 2.000 | 2.00x |", lines)
-        self.assertTrue(lines[-1].endswith("| 1.80x |"), lines[-1])
+    def test_the_training_row_is_a_throughput_ratio(self):
+        rows = thread_scaling.scaling_rows({"BM_a": 4.0}, {"BM_a": 2.0}, train=(1000.0, 1800.0))
+        self.assertEqual(rows[-1]["unit"], "tok/s")
+        self.assertAlmostEqual(rows[-1]["speedup"], 1.8)
+
+    def test_markdown_has_one_line_per_row_and_counts_the_rows_at_the_target(self):
+        rows = thread_scaling.scaling_rows({"BM_a": 4.0, "BM_b": 1.0}, {"BM_a": 2.0, "BM_b": 1.25},
+                                           train=(1000.0, 1800.0))
+        lines = thread_scaling.markdown(rows).splitlines()
+        self.assertIn("| BM_a | 4 ms | 2 ms | 2.00× |", lines)
+        self.assertIn("| BM_b | 1 ms | 1.25 ms | 0.80× |", lines)
+        self.assertIn("| train step, lm attention d64 L2 T128 B16 | 1,000 tok/s | 1,800 tok/s | 1.80× |", lines)
+        self.assertEqual(lines[-1], "At 2 threads ≥ 1.7× the 1-thread throughput: 2 of 3 rows. Lowest: BM_b, 0.80×.")
 
     def test_training_steps_interleave_the_settings_and_take_medians(self):
         calls = []
