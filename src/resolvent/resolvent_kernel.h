@@ -40,16 +40,29 @@ struct ResolventParams {
 // Gradients of one row, grouped so that the kernels pass them as one argument.
 template <typename scalar_t>
 struct ResolventGrads {
-  scalar_t* h = nullptr;       // (T,D) in: upstream gradient; out: H = (I − B)⁻ᵀ G
+  scalar_t* h = nullptr;       // (T,D) in: upstream gradient (unless dy is set); out: H = (I − B)⁻ᵀ G
   scalar_t* dalpha = nullptr;  // (T,WA)
   scalar_t* dbeta = nullptr;   // (T,WB)
   scalar_t* dx = nullptr;      // (T,D)
   scalar_t* dgate = nullptr;   // (T,D) or null
+  // (T,D) the upstream gradient G where h starts unwritten, or null where h holds G on entry. The
+  // register kernel reads row j of G only when it writes row j of H, so it can take G from here and
+  // save the copy of G into h: a read and a write of the whole (T,D), a quarter of order:1's
+  // backward traffic (resolvent_op.cpp, reads_gradient_in_place, says for which patterns). The
+  // plain loops scatter into h and need it to hold G (dy null).
+  const scalar_t* dy = nullptr;
 
   /// The same gradients of slice bh, where these point at slice 0 of (BH,T,·) tensors.
   ResolventGrads slice(int64_t bh, int64_t T, int64_t D, int64_t WA, int64_t WB) const {
     const int64_t off = bh * T * D;
-    return {h + off, dalpha + bh * T * WA, dbeta + bh * T * WB, dx + off, dgate ? dgate + off : nullptr};
+    ResolventGrads s;
+    s.h = h + off;
+    s.dalpha = dalpha + bh * T * WA;
+    s.dbeta = dbeta + bh * T * WB;
+    s.dx = dx + off;
+    s.dgate = dgate ? dgate + off : nullptr;
+    s.dy = dy ? dy + off : nullptr;
+    return s;
   }
 };
 

@@ -235,6 +235,21 @@ RowBackward<scalar_t> backward_rows(const detail::ResolventParams<scalar_t>& bas
 #undef MIXLAB_RESOLVENT_ROWS
 }
 
+// Whether the register backward reads G where it lies instead of a copy of G in h: for patterns
+// whose rows read only near rows (fixed offsets spanning at most kNearReadBytes of one slice).
+// Without the copy, order:1's forward + backward took 1.01–1.25x less time at T 1024–16384
+// (B 1, H 4, D 64, 2 threads; three interleaved A/B runs, 2026-12-03); but pow2's took 1.16x
+// more at T 4096 and 16384 in all three, so the patterns that read far rows keep the copy: their
+// gather is bound by the far reads, and a second (T,D) stream beside h costs them more than the
+// streaming copy does (docs/log/benchmarks-2026-12.md, "The resolvent backward without G's copy").
+constexpr int64_t kNearReadBytes = 64 * 1024;
+
+template <typename scalar_t>
+bool reads_gradient_in_place(const detail::ResolventParams<scalar_t>& base) {
+  return base.offsets != nullptr && base.W > 0 &&
+         base.offsets[base.W - 1] * base.D * static_cast<int64_t>(sizeof(scalar_t)) <= kNearReadBytes;
+}
+
 // Forward of slices [begin, end) with the loops forward_loops() picked.
 template <typename scalar_t>
 void forward_slices_isa(const ForwardLoops<scalar_t>& loops, const detail::ResolventParams<scalar_t>& base,
@@ -275,7 +290,7 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
     const bool gated = gate.numel() > 0;
     const int64_t BH = x.size(0) * x.size(1), D = x.size(3);
     const int64_t WA = alpha.size(3), WB = beta.size(3), Np = past_rows(px, py);
-    auto h = g.clone();
+    Tensor h;  // H = (I − B)⁻ᵀ G, written over a copy of G, or whole from G (reads_gradient_in_place)
     auto dalpha = torch::zeros_like(alpha), dbeta = torch::zeros_like(beta);
     Tensor dx, dgate;
     const SliceInputs in{alpha, beta, gate, x, px, py, Np, Np};
@@ -286,6 +301,8 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
       const auto rows_backward = backward_rows(base, isa);
       // The register kernel writes dx and dg whole; the plain loops add into them.
       dx = rows_backward ? torch::empty_like(x) : torch::zeros_like(x);
+      const bool in_place = rows_backward && reads_gradient_in_place(base);
+      h = in_place ? torch::empty_like(g) : g.clone();
       if (gated) dgate = rows_backward ? torch::empty_like(gate) : torch::zeros_like(gate);
       detail::ResolventGrads<scalar_t> grads_base;
       grads_base.h = h.data_ptr<scalar_t>();
@@ -293,6 +310,7 @@ class ResolventFunction : public torch::autograd::Function<ResolventFunction> {
       grads_base.dbeta = dbeta.data_ptr<scalar_t>();
       grads_base.dx = dx.data_ptr<scalar_t>();
       grads_base.dgate = gated ? dgate.data_ptr<scalar_t>() : nullptr;
+      if (in_place) grads_base.dy = g.data_ptr<scalar_t>();
       const auto sp = in.pointers<scalar_t>();
       if (rows_backward) {
         const auto readers = detail::resolvent_readers(base);  // the slices share one table
