@@ -98,6 +98,23 @@ def merge_json(docs):
     return {"context": docs[0].get("context", {}), "benchmarks": merged}
 
 
+def merge_rows(per_take, figure):
+    """per_take: {key: row} per take -> (rows, how many keys were missing from some take). Each row
+    present in every take is its median take by `figure`, with <figure>_min / <figure>_max over the
+    takes, the number of takes and the take chosen, in the first take's order."""
+    keys = [key for key in per_take[0] if all(key in t for t in per_take)]
+    dropped = len(set().union(*per_take)) - len(keys)
+    rows = []
+    for key in keys:
+        entries = [t[key] for t in per_take]
+        values = [e[figure] for e in entries]
+        k = median_take(values)
+        row = dict(entries[k])
+        row.update({f"{figure}_min": min(values), f"{figure}_max": max(values), "takes": len(entries), "take": k + 1})
+        rows.append(row)
+    return rows, dropped
+
+
 BASELINE_KEY = ("kernel", "B", "H", "T", "D", "threads", "mode")
 BASELINE_NUMBERS = ("ratio", "baseline_ms", "mixlab_ms", "max_abs_diff")  # the table's numeric cells
 
@@ -114,16 +131,7 @@ def merge_baselines(docs):
                      f"{', '.join(BASELINE_NUMBERS)}, got {r!r}")
             rows[tuple(r[f] for f in BASELINE_KEY)] = r
         per_take.append(rows)
-    keys = [key for key in per_take[0] if all(key in t for t in per_take)]
-    dropped = len(set().union(*per_take)) - len(keys)
-    rows = []
-    for key in keys:
-        entries = [t[key] for t in per_take]
-        ratios = [e["ratio"] for e in entries]
-        k = median_take(ratios)
-        row = dict(entries[k])
-        row.update(ratio_min=min(ratios), ratio_max=max(ratios), takes=len(entries), take=k + 1)
-        rows.append(row)
+    rows, dropped = merge_rows(per_take, "ratio")
     sgemm = [d.get("sgemm_gflops", {}) for d in docs]
     doc = {"sgemm_gflops_per_take": sgemm, "isa": docs[0].get("isa"),
            "block_cache": docs[0].get("block_cache"), "takes": len(docs), "rows": rows}
@@ -161,16 +169,7 @@ def merge_threads(docs):
                      f"{', '.join(THREAD_NUMBERS)}, got {r!r}")
             rows[r["name"]] = r
         per_take.append(rows)
-    names = [n for n in per_take[0] if all(n in t for t in per_take)]
-    dropped = len(set().union(*per_take)) - len(names)
-    rows = []
-    for name in names:
-        entries = [t[name] for t in per_take]
-        speedups = [e["speedup"] for e in entries]
-        k = median_take(speedups)
-        row = dict(entries[k])
-        row.update(speedup_min=min(speedups), speedup_max=max(speedups), takes=len(entries), take=k + 1)
-        rows.append(row)
+    rows, dropped = merge_rows(per_take, "speedup")
     lines = [f"Each row is its median take by speedup of {len(docs)} (the lower middle one for an even count); "
              "the range is the speedup over every take.", ""] + thread_table_lines(rows)
     if dropped:
