@@ -237,11 +237,12 @@ RowBackward<scalar_t> backward_rows(const detail::ResolventParams<scalar_t>& bas
 
 // Whether the register backward reads G where it lies instead of a copy of G in h: for patterns
 // whose rows read only near rows (fixed offsets spanning at most kNearReadBytes of one slice).
-// Without the copy, order:1's forward + backward took 1.01–1.25x less time at T 1024–16384
-// (B 1, H 4, D 64, 2 threads; three interleaved A/B runs, 2026-12-03); but pow2's took 1.16x
-// more at T 4096 and 16384 in all three, so the patterns that read far rows keep the copy: their
-// gather is bound by the far reads, and a second (T,D) stream beside h costs them more than the
-// streaming copy does (docs/log/benchmarks-2026-12.md, "The resolvent backward without G's copy").
+// Without the copy, order:1's forward + backward ran 1.01–1.25x faster at T 1024–16384 (B 1,
+// H 4, D 64, 2 threads; four interleaved A/B runs, 2026-12-03), but pow2's ran 0.83–0.91x as fast
+// at T 4096 and 16384 in all three runs that had it, so the patterns that read far rows keep the
+// copy. The likely cause (not measured): their gather waits on the far reads, and a second (T,D)
+// stream beside h costs it more than the streaming copy does (docs/log/benchmarks-2026-12.md,
+// "The resolvent backward without G's copy").
 constexpr int64_t kNearReadBytes = 64 * 1024;
 
 template <typename scalar_t>
