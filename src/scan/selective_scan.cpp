@@ -1,7 +1,8 @@
-// The fused selective scan (mixlab/scan/selective_scan.h): forward, backward, decode step,
-// and the plain reference.
+// The fused selective scan (mixlab/scan/selective_scan.h): forward, the backward's driver (its
+// block kernel is selective_scan_kernels.inc, built per instruction set), decode step, and the
+// plain reference.
 //
-// Loop order: one batch row at a time, t outermost, then the state index n, then channels c
+// The forward's loop order: one batch row at a time, t outermost, then the state index n, then channels c
 // innermost (the vector lanes). b_t[n] and c_t[n] are scalars of the channel loop, u_t, Δ_t and
 // the rows of a^T are contiguous over c, and the N·C state lives in one small buffer (4 KiB at
 // C = 64, N = 16 in float32).
@@ -16,12 +17,18 @@
 #include <vector>
 
 #include "mixlab/core/error.h"
+#include "mixlab/core/isa_dispatch.h"
 #include "mixlab/core/tensor_checks.h"
 #include "mixlab/core/thread_scratch.h"
+#include "scan_exp.h"
+#include "selective_scan_kernels.h"
 
 namespace mixlab {
 namespace {
 
+using detail::selective_scan::kScanChunk;
+using detail::selective_scan::scan_exp;
+using detail::selective_scan::ScanBackwardBlock;
 using torch::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -30,38 +37,8 @@ struct ScanDims {
   int64_t B = 0, T = 0, C = 0, N = 0;
 };
 
-// exp for the scan's decay factors, written so that the loops over n vectorise: std::exp has no
-// vector form without -ffast-math, and one exp per (b,t,c,n) is the kernel's main cost. float:
-// Cephes' expf scheme (x = k ln2 + r, |r| <= ln2/2, a degree-5 polynomial for e^r - 1 - r, then
-// 2^k through the exponent bits): relative error about 2e-7 on [-87, 88]; inputs are clamped
-// there, so exp of anything below -87 is 1.6e-38 instead of smaller (a decay that is 0 either
-// way). double keeps std::exp (the gradient checks run in double).
-inline float scan_exp(float x) {
-  x = x < -87.0f ? -87.0f : x;  // conditional moves (std::min/max leave a branch in the loop)
-  x = x > 88.0f ? 88.0f : x;
-  float k = x * 1.44269504088896341f;
-  k = (k + 12582912.0f) - 12582912.0f;  // round to nearest (|k| < 2^22), vectorisable
-  const float r = x - k * 0.693359375f + k * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float er = p * r * r + r + 1.0f;
-  // 2^k through the exponent bits (a memcpy would stop vectorisation); the shift is unsigned so
-  // that no input, NaN included, makes it undefined.
-  const uint32_t biased = static_cast<uint32_t>(static_cast<int32_t>(k) + 127);
-  return er * __builtin_bit_cast(float, biased << 23);
-}
-inline double scan_exp(double x) { return std::exp(x); }
-
 // Channels per parallel work item in the forward pass (a batch row alone is too coarse at B = 1).
 constexpr int64_t kChannelBlock = 16;
-// Steps per checkpoint chunk of the backward pass: the forward under autograd keeps the state
-// entering every chunk ((T / kScanChunk)·N·C values per row, N/64 of an input at N = 16), and
-// the backward recomputes one chunk at a time.
-constexpr int64_t kScanChunk = 64;
 // Channels per backward work item: 2·kScanChunk·N·kBackwardChannels values of recomputed states
 // (512 KiB in float32 at N = 16, within this CPU's 1 MiB L2) stay in L2 while t walks down the
 // chunk. 64 against 32: fwd+bwd 1.05-1.33x (fewer sums across lanes per (t, n); chunks of 32
@@ -171,98 +148,6 @@ MIXLAB_SCAN_CLONES void forward_row(const ScanDims& s, int64_t c0, int64_t c1, c
       for (int64_t j = 0; j < W; ++j) h_final[(c0 + j) * N + n] = h[n * W + j];
 }
 
-// Backward over one batch row, channels [c0, c1), chunk by chunk from the last: each chunk's
-// states and decay factors are recomputed from its checkpoint into `work` (2·kScanChunk·N·W
-// values, cache-resident), then t walks down the chunk. g carries dL/dh_t into step t − 1
-// through exp(Δ_t a). da_row ((N,C), transposed like `at`) and dd_row (C) are this row's shares
-// of the gradients of a and d (summed over rows by the caller; blocks of one row own disjoint
-// channels); db and dc ((T,N)) receive this block's share of the sums across channels.
-// Recomputing (one more exp per state than the old record-everything pass) keeps the backward in
-// cache: recording all T·N·C states and decays made it memory-bound, 6-8x its forward (issue 38).
-template <typename S>
-MIXLAB_SCAN_CLONES void backward_block(const ScanDims& s, int64_t c0, int64_t c1, const S* u, const S* dl, const S* at,
-                                       const S* bm, const S* cm, const S* d, const S* h0, const S* ckpt, const S* gy,
-                                       S* du, S* ddl, S* db, S* dc, S* da_row, S* dd_row, S* work) {
-  const int64_t C = s.C, N = s.N, W = c1 - c0, K = kScanChunk;
-  S* hist = work;               // (K, N, W): h_t of the chunk
-  S* expo = hist + K * N * W;   // (K, N, W): exp(Δ_t a) of the chunk
-  S* start = expo + K * N * W;  // (N, W): the state entering the chunk
-  S* g = start + N * W;         // (N, W)
-  S* dut = g + N * W;           // (W): Δ_t u_t
-  S* du_acc = dut + W;          // (W)
-  S* ddl_acc = du_acc + W;      // (W)
-  std::fill(g, g + N * W, S(0));
-  const int64_t chunks = (s.T + K - 1) / K;
-  for (int64_t k = chunks - 1; k >= 0; --k) {
-    const int64_t t0 = k * K, t1 = std::min(s.T, t0 + K);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t j = 0; j < W; ++j)
-        start[n * W + j] = k > 0 ? ckpt[(k * N + n) * C + c0 + j] : (h0 ? h0[(c0 + j) * N + n] : S(0));
-    // The chunk's states, with the forward's arithmetic (so they equal the forward's bitwise).
-    for (int64_t t = t0; t < t1; ++t) {
-      const S* dlt = dl + t * C + c0;
-      const S* ut = u + t * C + c0;
-#pragma omp simd
-      for (int64_t j = 0; j < W; ++j) dut[j] = dlt[j] * ut[j];
-      for (int64_t n = 0; n < N; ++n) {
-        const S bn = bm[t * N + n];
-        const S* an = at + n * C + c0;
-        const S* hp = t > t0 ? hist + ((t - 1 - t0) * N + n) * W : start + n * W;
-        S* hh = hist + ((t - t0) * N + n) * W;
-        S* ee = expo + ((t - t0) * N + n) * W;
-#pragma omp simd
-        for (int64_t j = 0; j < W; ++j) {
-          const S e = scan_exp(dlt[j] * an[j]);
-          hh[j] = e * hp[j] + dut[j] * bn;
-          ee[j] = e;
-        }
-      }
-    }
-    for (int64_t t = t1 - 1; t >= t0; --t) {
-      const S* dy = gy + t * C + c0;
-      const S* ut = u + t * C + c0;
-      const S* dlt = dl + t * C + c0;
-#pragma omp simd
-      for (int64_t j = 0; j < W; ++j) {
-        du_acc[j] = dy[j] * d[c0 + j];
-        ddl_acc[j] = 0;
-        dd_row[c0 + j] += dy[j] * ut[j];
-      }
-      for (int64_t n = 0; n < N; ++n) {
-        const S bn = bm[t * N + n], cn = cm[t * N + n];
-        const S* an = at + n * C + c0;
-        const S* ht = hist + ((t - t0) * N + n) * W;
-        const S* et = expo + ((t - t0) * N + n) * W;
-        const S* hprev = t > t0 ? hist + ((t - 1 - t0) * N + n) * W : start + n * W;
-        S* gn = g + n * W;
-        S* dan = da_row + n * C + c0;
-        S dc_sum = 0, db_sum = 0;
-#pragma omp simd reduction(+ : dc_sum, db_sum)
-        for (int64_t j = 0; j < W; ++j) {
-          const S gh = dy[j] * cn + gn[j];  // dL/dh_t[c,n]
-          dc_sum += dy[j] * ht[j];
-          const S de = gh * hprev[j] * et[j];  // dL/d(Δ_t a[c,n]) through exp
-          ddl_acc[j] += de * an[j] + gh * bn * ut[j];
-          dan[j] += de * dlt[j];
-          db_sum += gh * dlt[j] * ut[j];
-          du_acc[j] += gh * dlt[j] * bn;
-          gn[j] = gh * et[j];
-        }
-        dc[t * N + n] += dc_sum;
-        db[t * N + n] += db_sum;
-      }
-#pragma omp simd
-      for (int64_t j = 0; j < W; ++j) {
-        du[t * C + c0 + j] = du_acc[j];
-        ddl[t * C + c0 + j] = ddl_acc[j];
-      }
-    }
-  }
-}
-
-// Scratch elements backward_block needs for a block of W channels.
-int64_t backward_work(const ScanDims& s, int64_t W) { return (2 * kScanChunk * s.N + 2 * s.N + 3) * W; }
-
 // Channels per parallel work item: all of them when the batch rows alone keep the threads busy,
 // else blocks of kChannelBlock so that a short batch (prefill, decode) still spreads.
 int64_t channel_block(const ScanDims& s) {
@@ -308,6 +193,15 @@ Tensor run_forward(const ScanDims& s, const Tensor& u, const Tensor& dl, const T
   return y;
 }
 
+// The backward's block kernel of the instruction set `isa` (selective_scan_kernels.inc).
+template <typename S>
+void (*backward_kernel(CpuIsa isa))(const ScanBackwardBlock<S>&) {
+#define MIXLAB_SCAN_BACKWARD(ns) \
+  static_cast<void (*)(const ScanBackwardBlock<S>&)>(detail::selective_scan::ns::backward_block)
+  return MIXLAB_ISA_SELECT(isa, MIXLAB_SCAN_BACKWARD);
+#undef MIXLAB_SCAN_BACKWARD
+}
+
 class SelectiveScanFunction : public torch::autograd::Function<SelectiveScanFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const Tensor& u, const Tensor& delta, const Tensor& a,
@@ -336,22 +230,29 @@ class SelectiveScanFunction : public torch::autograd::Function<SelectiveScanFunc
     auto da_rows = torch::zeros({s.B, s.N, s.C}, u.options()), dd_rows = torch::zeros({s.B, s.C}, u.options());
     const auto at = a.t().contiguous();  // (N,C)
     const int64_t chunks = checkpoint_chunks(s.T);
+    const CpuIsa isa = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
     AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "selective_scan_backward", [&] {
       using S = scalar_t;
+      const auto kernel = backward_kernel<S>(isa);
       const S *pu = u.data_ptr<S>(), *pdl = dl.data_ptr<S>(), *pa = at.data_ptr<S>(), *pb = b.data_ptr<S>(),
               *pc = c.data_ptr<S>(), *pd = d.data_ptr<S>(), *pgy = gy.data_ptr<S>(), *pk = checkpoints.data_ptr<S>();
       const S* ph0 = h0.defined() ? h0.data_ptr<S>() : nullptr;
       at::parallel_for(0, s.B * blocks, 1, [&](int64_t i0, int64_t i1) {
         // Kept between calls (ThreadScratch): fresh buffers were page-faulted in on every call.
         ThreadScratch scratch;
-        S* work = scratch.get<S>(static_cast<size_t>(backward_work(s, width)));
+        S* work = scratch.get<S>(static_cast<size_t>(detail::selective_scan::backward_work(s.N, width)));
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t r = i / blocks, c0 = (i % blocks) * width, c1 = std::min(s.C, c0 + width);
           const int64_t tc = r * s.T * s.C, tn = r * s.T * s.N, part = i * s.T * s.N;
-          backward_block<S>(s, c0, c1, pu + tc, pdl + tc, pa, pb + tn, pc + tn, pd, ph0 ? ph0 + r * s.C * s.N : nullptr,
-                            pk + r * chunks * s.N * s.C, pgy + tc, du.data_ptr<S>() + tc, ddl.data_ptr<S>() + tc,
-                            db_parts.data_ptr<S>() + part, dc_parts.data_ptr<S>() + part,
-                            da_rows.data_ptr<S>() + r * s.N * s.C, dd_rows.data_ptr<S>() + r * s.C, work);
+          ScanBackwardBlock<S> block;
+          block.T = s.T, block.C = s.C, block.N = s.N, block.c0 = c0, block.c1 = c1;
+          block.u = pu + tc, block.dl = pdl + tc, block.at = pa, block.bm = pb + tn, block.cm = pc + tn, block.d = pd;
+          block.h0 = ph0 ? ph0 + r * s.C * s.N : nullptr, block.ckpt = pk + r * chunks * s.N * s.C, block.gy = pgy + tc;
+          block.du = du.data_ptr<S>() + tc, block.ddl = ddl.data_ptr<S>() + tc;
+          block.db = db_parts.data_ptr<S>() + part, block.dc = dc_parts.data_ptr<S>() + part;
+          block.da_row = da_rows.data_ptr<S>() + r * s.N * s.C, block.dd_row = dd_rows.data_ptr<S>() + r * s.C;
+          block.work = work;
+          kernel(block);
         }
       });
     });
