@@ -49,6 +49,10 @@ TEST(SelectiveScan, ForwardAndBackwardEqualTheReference) {
     // The backward recomputes chunks of 64 steps for blocks of 64 channels (narrower at B = 1 with
     // 2 threads): T = 64, 65 and 150 cross one and two checkpoints (the last chunk short); C = 70
     // and 150 give two and three blocks, the last short; C = 64 at B = 1 splits in two on 2 threads.
+    // The walk down a chunk takes a block's channels in groups of four, three, two and one native
+    // vectors and then one at a time, and sums dc and db over groups of 16 (float, AVX-512) or 8
+    // steps: C = 50 is three vectors and two lanes under AVX-512 (float), six and two under AVX2;
+    // the short chunks (T 65, 66, 150) end in part of a group of steps.
     for (auto [B, T, C, N] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1},
                                                                  {2, 7, 5, 3},
                                                                  {3, 33, 20, 16},
@@ -56,7 +60,8 @@ TEST(SelectiveScan, ForwardAndBackwardEqualTheReference) {
                                                                  {2, 65, 32, 2},
                                                                  {1, 150, 70, 3},
                                                                  {1, 70, 64, 4},
-                                                                 {2, 66, 150, 2}}) {
+                                                                 {2, 66, 150, 2},
+                                                                 {2, 66, 50, 5}}) {
       auto in = random_inputs(B, T, C, N, dtype, true);
       auto y = fused(in.list());
       auto y_ref = plain(in.list());
