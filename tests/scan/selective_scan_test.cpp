@@ -1,13 +1,23 @@
 // The fused selective scan against its plain reference (forward, backward, with and without an
-// initial state), a finite-difference gradient check in double, decode rows, and bad input.
+// initial state), a finite-difference gradient check in double, decode rows, and bad input. The
+// backward's block kernel (src/scan/selective_scan_kernels.inc, declared in
+// selective_scan_kernels.h and built as selective_scan_kernels_generic.cpp,
+// selective_scan_kernels_avx2.cpp and selective_scan_kernels_avx512.cpp) runs below in every
+// instruction-set build this CPU runs, through MIXLAB_CPU_ISA; the exp its recompute shares with
+// the forward (src/scan/scan_exp.h) is checked against std::exp.
 #include "mixlab/scan/selective_scan.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
+#include "../../src/scan/scan_exp.h"
 #include "mixlab/core/error.h"
 #include "mixlab/scan/ssm.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
+#include "support/isa_scope.h"
 
 namespace selective_scan_test {
 
@@ -63,15 +73,20 @@ TEST(SelectiveScan, ForwardAndBackwardEqualTheReference) {
                                                                  {2, 66, 150, 2},
                                                                  {2, 66, 50, 5}}) {
       auto in = random_inputs(B, T, C, N, dtype, true);
-      auto y = fused(in.list());
       auto y_ref = plain(in.list());
-      EXPECT_TRUE(all_close(y, y_ref, tol, tol)) << "B=" << B << " T=" << T << " C=" << C << " N=" << N;
-      auto gy = torch::randn_like(y);
-      auto g = torch::autograd::grad({y}, in.list(), {gy});
+      auto gy = torch::randn_like(y_ref);
       auto g_ref = torch::autograd::grad({y_ref}, in.list(), {gy});
-      const char* names[] = {"u", "delta", "a", "b", "c", "d"};
-      for (size_t i = 0; i < g.size(); ++i)
-        EXPECT_TRUE(all_close(g[i], g_ref[i], 10 * tol, 10 * tol)) << "gradient of " << names[i] << " T=" << T;
+      for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
+        mixlab::testing::IsaScope scope(isa);
+        const std::string where = isa + " B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                                  " C=" + std::to_string(C) + " N=" + std::to_string(N);
+        auto y = fused(in.list());
+        EXPECT_TRUE(all_close(y, y_ref, tol, tol)) << where;
+        auto g = torch::autograd::grad({y}, in.list(), {gy});
+        const char* names[] = {"u", "delta", "a", "b", "c", "d"};
+        for (size_t i = 0; i < g.size(); ++i)
+          EXPECT_TRUE(all_close(g[i], g_ref[i], 10 * tol, 10 * tol)) << "gradient of " << names[i] << " " << where;
+      }
     }
   }
 }
@@ -79,7 +94,29 @@ TEST(SelectiveScan, ForwardAndBackwardEqualTheReference) {
 TEST(SelectiveScan, GradcheckInDouble) {
   torch::manual_seed(2);
   auto in = random_inputs(2, 5, 3, 2, torch::kFloat64, true);
-  EXPECT_TRUE(mixlab::testing::gradcheck(fused, in.list()));
+  for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
+    mixlab::testing::IsaScope scope(isa);
+    EXPECT_TRUE(mixlab::testing::gradcheck(fused, in.list())) << isa;
+  }
+}
+
+// The scan's exp (scan_exp.h) against std::exp: float within 1e-6 relative on [-87, 88] (Cephes'
+// expf scheme, about 2e-7), the clamp's value below -87 and above 88; double is std::exp.
+TEST(SelectiveScan, ScanExpEqualsStdExp) {
+  using mixlab::detail::selective_scan::scan_exp;
+  double worst = 0;
+  for (int i = 0; i <= 175000; ++i) {
+    const float x = static_cast<float>(-87.0 + 0.001 * i);  // in double: 88 is the last, not above it
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::abs(static_cast<double>(scan_exp(x)) - want) / want);
+  }
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_EQ(scan_exp(-1000.0f), scan_exp(-87.0f));
+  EXPECT_GT(scan_exp(-1000.0f), 0.0f);
+  EXPECT_EQ(scan_exp(1000.0f), scan_exp(88.0f));
+  EXPECT_TRUE(std::isfinite(scan_exp(1000.0f)));
+  EXPECT_EQ(scan_exp(0.0f), 1.0f);
+  for (double x : {-700.0, -1.5, 0.0, 0.25, 3.0, 700.0}) EXPECT_EQ(scan_exp(x), std::exp(x)) << x;
 }
 
 // The backward's chunk 0 starts from h0 and later chunks from the forward's checkpoints: with a
@@ -90,14 +127,18 @@ TEST(SelectiveScan, BackwardFromAnInitialStateAcrossChunks) {
   const int64_t B = 2, T = 130, C = 40, N = 4;
   auto in = random_inputs(B, T, C, N, torch::kFloat64, true);
   const Tensor h0 = torch::randn({B, C, N}, torch::kFloat64);
-  auto y = mixlab::selective_scan(in.u, in.delta, in.a, in.b, in.c, in.d, h0);
   auto y_ref = mixlab::selective_scan_reference(in.u, in.delta, in.a, in.b, in.c, in.d, h0);
-  EXPECT_TRUE(all_close(y, y_ref, 1e-11, 1e-11));
-  auto gy = torch::randn_like(y);
-  auto g = torch::autograd::grad({y}, in.list(), {gy});
+  auto gy = torch::randn_like(y_ref);
   auto g_ref = torch::autograd::grad({y_ref}, in.list(), {gy});
-  const char* names[] = {"u", "delta", "a", "b", "c", "d"};
-  for (size_t i = 0; i < g.size(); ++i) EXPECT_TRUE(all_close(g[i], g_ref[i], 1e-10, 1e-10)) << names[i];
+  for (const auto& isa : mixlab::testing::isas_this_cpu_runs()) {
+    mixlab::testing::IsaScope scope(isa);
+    auto y = mixlab::selective_scan(in.u, in.delta, in.a, in.b, in.c, in.d, h0);
+    EXPECT_TRUE(all_close(y, y_ref, 1e-11, 1e-11)) << isa;
+    auto g = torch::autograd::grad({y}, in.list(), {gy});
+    const char* names[] = {"u", "delta", "a", "b", "c", "d"};
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_TRUE(all_close(g[i], g_ref[i], 1e-10, 1e-10)) << names[i] << " " << isa;
+  }
 }
 
 TEST(SelectiveScan, InitialAndFinalStateSplitTheSequence) {
