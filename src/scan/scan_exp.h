@@ -32,8 +32,9 @@ inline float scan_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float er = p * r * r + r + 1.0f;
-  // 2^k through the exponent bits (a memcpy would stop vectorisation); the shift is unsigned so
-  // that no input, NaN included, makes it undefined.
+  // 2^k through the exponent bits (a memcpy would stop vectorisation); the shift is unsigned, so
+  // it is defined for every k of a clamped input. A NaN input is not covered: C++ leaves the cast
+  // of a NaN k to int undefined (x86 gives INT_MIN); er is NaN then and so is the result.
   const uint32_t biased = static_cast<uint32_t>(static_cast<int32_t>(k) + 127);
   return er * __builtin_bit_cast(float, biased << 23);
 }
