@@ -1,7 +1,8 @@
-// The fused affine kernels (affine_fused.h): contiguous inputs, one work item per (batch, head)
-// over at::parallel_for, each running the raw loops of affine_fused_kernels.inc built for the
-// instruction set mixlab/core/cpu_isa.h picks (once per call, before the parallel region); the autograd
-// functions that pair the forward with the fused backward.
+// The fused affine kernels (affine_fused.h): one work item per (batch, head) over
+// at::parallel_for, each gathering its own contiguous rows (affine_item_rows.h) and running the raw
+// loops of affine_fused_kernels.inc built for the instruction set mixlab/core/cpu_isa.h picks (once
+// per call, before the parallel region); the autograd functions that pair the forward with the
+// fused backward.
 #include "affine_fused.h"
 
 #include <ATen/Parallel.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "affine_fused_kernels.h"
+#include "affine_item_rows.h"
 #include "mixlab/core/error.h"
 #include "mixlab/core/isa_dispatch.h"
 
@@ -104,27 +106,43 @@ int64_t checkpoint_chunk(const AffineDims& d, const at::Tensor& q) {
   return affine_fused::checkpoint_every(d.Dk, d.Dv, static_cast<int64_t>(q.element_size()));
 }
 
-// The forward over contiguous q, k, v and decay factors a ((B,H,T) with scalar_gate, else
-// (B,H,T,Dk)); with `checkpoints` it also returns there the state before each chunk of tokens,
+// The diagonal decay's inputs as its work items read them (affine_item_rows.h): q, k (B,H,T,Dk),
+// v (B,H,T,Dv) and the decay factors a = exp(g) ((B,H,T) for a scalar gate, else (B,H,T,Dk)).
+struct DiagItems {
+  ItemRows q, k, v;
+  ItemDecays a;
+  bool scalar_gate;
+  DiagItems(const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_, const at::Tensor& g)
+      : q(q_), k(k_), v(v_), a(g), scalar_gate(g.dim() == 3) {}
+};
+
+// The forward over the items' rows (DiagItems: each thread takes the decay factors of its range
+// of items in one exp call, then each item gathers its rows right before its kernel reads them);
+// with `checkpoints` it also returns there the state before each chunk of tokens,
 // (B, H, chunks, Dk, Dv), which the backward starts from.
-std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
-                                                   const at::Tensor& v, const at::Tensor& a, bool scalar_gate,
-                                                   const at::Tensor& s0, at::Tensor* checkpoints = nullptr) {
+std::pair<at::Tensor, at::Tensor> diag_forward_raw(const AffineDims& d, const DiagItems& in, const at::Tensor& s0,
+                                                   at::Tensor* checkpoints = nullptr) {
+  const at::Tensor& q = in.q.rows();
   auto [out, state] = outputs(d, q, s0);
   const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv;
   const int64_t chunk = checkpoint_chunk(d, q), chunks = affine_fused::checkpoint_count(T, chunk);
   if (checkpoints) *checkpoints = torch::empty({d.B, d.H, chunks, Dk, Dv}, q.options());
+  const bool scalar_gate = in.scalar_gate;
   const int64_t a_row = scalar_gate ? 1 : Dk;
   const Isa chosen = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "diag_decay_fused", [&] {
-    const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>(),
-                   *ap = a.data_ptr<scalar_t>();
+    const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = in.k.rows().data_ptr<scalar_t>(),
+                   *vp = in.v.rows().data_ptr<scalar_t>(), *ap = in.a.rows().data_ptr<scalar_t>();
     scalar_t *op = out.data_ptr<scalar_t>(), *sp = state.data_ptr<scalar_t>();
     scalar_t* cp = checkpoints ? checkpoints->data_ptr<scalar_t>() : nullptr;
     const bool own_state = items_need_own_state(d);
     at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
       ItemState<scalar_t> item_state(own_state ? Dk * Dv : 0);
+      in.a.fill(begin, end);
       for (int64_t bh = begin; bh < end; ++bh) {
+        in.q.gather(bh);
+        in.k.gather(bh);
+        in.v.gather(bh);
         scalar_t* state_rows = item_state.hold(sp + bh * Dk * Dv);
         affine_fused::DiagDecayRows<scalar_t> rows{qp + bh * T * Dk,
                                                    kp + bh * T * Dk,
@@ -157,14 +175,12 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
   static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const at::Tensor& g, const at::Tensor& s0) {
     const AffineDims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3)};
-    const bool scalar_gate = g.dim() == 3;
-    auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
-    auto a = g.exp().contiguous();
+    const DiagItems in(q, k, v, g);
     // The backward needs the state before each chunk of tokens (affine_fused_kernels.h).
     const at::Tensor init = s0.numel() > 0 ? s0.contiguous() : at::Tensor();
     at::Tensor checkpoints;
-    auto [out, state] = diag_forward_raw(d, qc, kc, vc, a, scalar_gate, init, &checkpoints);
-    ctx->save_for_backward({qc, kc, vc, a, checkpoints});
+    auto [out, state] = diag_forward_raw(d, in, init, &checkpoints);
+    ctx->save_for_backward({in.q.rows(), in.k.rows(), in.v.rows(), in.a.rows(), checkpoints});
     ctx->saved_data["has_s0"] = s0.numel() > 0;
     return {out, state};
   }
@@ -178,7 +194,10 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
     const bool scalar_gate = a.dim() == 3, has_s0 = ctx->saved_data["has_s0"].toBool();
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Dk = q.size(3), Dv = v.size(3);
     const int64_t chunk = checkpoint_chunk(AffineDims{B, H, T, Dk, Dv}, q), chunks = checkpoints.size(2);
-    auto grad_out = grads[0].defined() ? grads[0].contiguous() : torch::zeros({B, H, T, Dv}, q.options());
+    // The upstream gradient of a layer's output arrives heads-first over (B,T,H,Dv): each item
+    // gathers its own rows (affine_item_rows.h).
+    const ItemRows grad_rows(grads[0].defined() ? grads[0] : torch::zeros({B, H, T, Dv}, q.options()));
+    const at::Tensor& grad_out = grad_rows.rows();
     auto grad_state = grads[1].defined() ? grads[1].contiguous().clone() : torch::zeros({B, H, Dk, Dv}, q.options());
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v), dg = torch::empty_like(a);
     const Isa chosen = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
@@ -189,6 +208,7 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
         std::vector<E> P(static_cast<size_t>(Dk * Dv)), dstate(static_cast<size_t>(Dk * Dv)),
             running(static_cast<size_t>(Dk)), dv_lanes(static_cast<size_t>(Dv * (kVectorBytes / sizeof(E))));
         for (int64_t bh = begin; bh < end; ++bh) {
+          grad_rows.gather(bh);
           kernels_for<E>(chosen).diag_backward(
               affine_fused::DiagDecayGradRows<E>{q.data_ptr<E>() + bh * T * Dk,
                                                  k.data_ptr<E>() + bh * T * Dk,
@@ -221,30 +241,47 @@ class DiagDecayFusedFunction : public torch::autograd::Function<DiagDecayFusedFu
 AffineResult diag_decay_no_grad(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const at::Tensor& g, const at::Tensor& s0) {
   at::NoGradGuard no_grad;
-  const auto a = g.exp().contiguous();  // ATen's vectorised exp
-  auto [out, state] = diag_forward_raw(d, q.contiguous(), k.contiguous(), v.contiguous(), a, g.dim() == 3, s0);
+  auto [out, state] = diag_forward_raw(d, DiagItems(q, k, v, g), s0);
   return {out, state};
 }
 
-// Kernel 2's forward over contiguous q, k, v, beta and alpha = exp(log_alpha) (undefined for
-// DeltaNet); with `errors` it also writes each token's e_t = v_t - alpha_t S_{t-1}^T k_t (B,H,T,Dv)
-// there, which is all the backward needs besides the inputs and S_{-1}.
-std::pair<at::Tensor, at::Tensor> delta_forward_raw(const AffineDims& d, const at::Tensor& q, const at::Tensor& k,
-                                                    const at::Tensor& v, const at::Tensor& beta,
-                                                    const at::Tensor& alpha, const at::Tensor& s0, at::Tensor* errors) {
+// The delta rule's inputs as its work items read them (affine_item_rows.h): q, k (B,H,T,Dk),
+// v (B,H,T,Dv), beta (B,H,T) and, for gated DeltaNet, alpha = exp(log_alpha) (B,H,T).
+struct DeltaItems {
+  ItemRows q, k, v, beta;
+  std::optional<ItemDecays> alpha;  // none for DeltaNet (no decay)
+  DeltaItems(const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_, const at::Tensor& beta_,
+             const at::Tensor& log_alpha)
+      : q(q_), k(k_), v(v_), beta(beta_) {
+    if (log_alpha.defined()) alpha.emplace(log_alpha);
+  }
+};
+
+// Kernel 2's forward over the items' rows (DeltaItems, prepared as in diag_forward_raw); with `errors` it also writes
+// each token's e_t = v_t - alpha_t S_{t-1}^T k_t (B,H,T,Dv) there, which is all the backward needs besides the inputs
+// and S_{-1}.
+std::pair<at::Tensor, at::Tensor> delta_forward_raw(const AffineDims& d, const DeltaItems& in, const at::Tensor& s0,
+                                                    at::Tensor* errors) {
+  const at::Tensor& q = in.q.rows();
   auto [out, state] = outputs(d, q, s0);
   const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv;
   if (errors) *errors = torch::empty({d.B, d.H, T, Dv}, q.options());
   const Isa chosen = cpu_isa();  // may throw (MIXLAB_CPU_ISA): outside the parallel region
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_rule_fused", [&] {
-    const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>(),
-                   *bp = beta.data_ptr<scalar_t>(), *alp = alpha.defined() ? alpha.data_ptr<scalar_t>() : nullptr;
+    const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = in.k.rows().data_ptr<scalar_t>(),
+                   *vp = in.v.rows().data_ptr<scalar_t>(), *bp = in.beta.rows().data_ptr<scalar_t>(),
+                   *alp = in.alpha ? in.alpha->rows().data_ptr<scalar_t>() : nullptr;
     scalar_t *op = out.data_ptr<scalar_t>(), *sp = state.data_ptr<scalar_t>();
     scalar_t* ep = errors ? errors->data_ptr<scalar_t>() : nullptr;
     const bool own_state = items_need_own_state(d);
     at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
       ItemState<scalar_t> item_state(own_state ? Dk * Dv : 0);
+      if (in.alpha) in.alpha->fill(begin, end);
       for (int64_t bh = begin; bh < end; ++bh) {
+        in.q.gather(bh);
+        in.k.gather(bh);
+        in.v.gather(bh);
+        in.beta.gather(bh);
         scalar_t* state_rows = item_state.hold(sp + bh * Dk * Dv);
         kernels_for<scalar_t>(chosen).delta(affine_fused::DeltaRuleRows<scalar_t>{
             qp + bh * T * Dk, kp + bh * T * Dk, vp + bh * T * Dv, bp + bh * T, alp ? alp + bh * T : nullptr,
@@ -262,14 +299,14 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
   static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const at::Tensor& beta, const at::Tensor& log_alpha, const at::Tensor& s0) {
     const AffineDims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3)};
-    auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), bc = beta.contiguous();
     const bool gated = log_alpha.numel() > 0;  // an empty tensor stands for DeltaNet (no decay)
-    auto alpha = gated ? log_alpha.exp().contiguous() : at::Tensor();
+    const DeltaItems in(q, k, v, beta, gated ? log_alpha : at::Tensor());
     const at::Tensor init = s0.numel() > 0 ? s0.contiguous() : at::Tensor();
     at::Tensor errors;
-    auto [out, state] = delta_forward_raw(d, qc, kc, vc, bc, alpha, init, &errors);
+    auto [out, state] = delta_forward_raw(d, in, init, &errors);
     const auto none = torch::empty({0}, q.options());
-    ctx->save_for_backward({qc, kc, vc, bc, gated ? alpha : none, init.defined() ? init : none, errors, out, state});
+    ctx->save_for_backward({in.q.rows(), in.k.rows(), in.v.rows(), in.beta.rows(), gated ? in.alpha->rows() : none,
+                            init.defined() ? init : none, errors, out, state});
     ctx->saved_data["has_s0"] = s0.numel() > 0;
     ctx->saved_data["gated"] = gated;
     return {out, state};
@@ -284,7 +321,10 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
                &errors = saved[6], &out = saved[7], &state = saved[8];
     const bool has_s0 = ctx->saved_data["has_s0"].toBool(), gated = ctx->saved_data["gated"].toBool();
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Dk = q.size(3), Dv = v.size(3);
-    auto grad_out = grads[0].defined() ? grads[0].contiguous() : torch::zeros({B, H, T, Dv}, q.options());
+    // The upstream gradient of a layer's output arrives heads-first over (B,T,H,Dv): each item
+    // gathers its own rows (affine_item_rows.h).
+    const ItemRows grad_rows(grads[0].defined() ? grads[0] : torch::zeros({B, H, T, Dv}, q.options()));
+    const at::Tensor& grad_out = grad_rows.rows();
     auto grad_state = grads[1].defined() ? grads[1].contiguous().clone() : torch::zeros({B, H, Dk, Dv}, q.options());
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v),
          dbeta = torch::empty_like(beta);
@@ -295,6 +335,7 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
       at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
         std::vector<E> scratch(static_cast<size_t>(Dk * Dv));
         for (int64_t bh = begin; bh < end; ++bh) {
+          grad_rows.gather(bh);
           kernels_for<E>(chosen).delta_backward(
               affine_fused::DeltaRuleGradRows<E>{q.data_ptr<E>() + bh * T * Dk,
                                                  k.data_ptr<E>() + bh * T * Dk,
@@ -326,9 +367,7 @@ class DeltaRuleFusedFunction : public torch::autograd::Function<DeltaRuleFusedFu
 AffineResult delta_rule_no_grad(const AffineDims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const at::Tensor& beta, const at::Tensor& log_alpha, const at::Tensor& s0) {
   at::NoGradGuard no_grad;
-  const auto alpha = log_alpha.defined() ? log_alpha.exp().contiguous() : at::Tensor();
-  auto [out, state] = delta_forward_raw(d, q.contiguous(), k.contiguous(), v.contiguous(), beta.contiguous(), alpha, s0,
-                                        /*errors=*/nullptr);
+  auto [out, state] = delta_forward_raw(d, DeltaItems(q, k, v, beta, log_alpha), s0, /*errors=*/nullptr);
   return {out, state};
 }
 
