@@ -105,8 +105,10 @@ void ItemDecays::fill(int64_t begin, int64_t end) const {
   if (end <= begin || values_per_item_ == 0) return;
   const int64_t first = begin * values_per_item_, count = (end - begin) * values_per_item_;
   const int64_t bytes = first * static_cast<int64_t>(factors_.element_size());
-  // Flat views over raw pointers (from_blob): no dispatcher call, and no autograd history for a
-  // worker thread to find, whatever its grad mode. The source is only read.
+  // Flat views over raw pointers (from_blob): cheaper than detach() and view(), and they never
+  // require grad. The exp below still goes through the dispatcher and its autograd kernel, with
+  // the worker thread's own grad mode (on by default): safe only because these views carry no
+  // autograd history, so never pass it a tensor that requires grad. The source is only read.
   const auto options = factors_.options();
   auto out = at::from_blob(static_cast<char*>(factors_.data_ptr()) + bytes, {count}, options);
   if (gathered_) {

@@ -104,7 +104,10 @@ Inputs made_contiguous(const Inputs& in) {
           c(in.beta), c(in.init)};
 }
 
-std::vector<at::Tensor> run(const Inputs& in, bool delta, bool training) {
+// heads_first: the upstream gradient of the output arrives heads-first, as from a layer's output
+// permute (the inputs' run); else contiguous with the same values (the reference run), so that
+// the backward's gathered gradient is compared with one it did not gather.
+std::vector<at::Tensor> run(const Inputs& in, bool delta, bool training, bool heads_first) {
   auto leaf = [&](const at::Tensor& t) {
     return t.defined() ? t.detach().clone(at::MemoryFormat::Preserve).requires_grad_(training) : t;
   };
@@ -118,8 +121,9 @@ std::vector<at::Tensor> run(const Inputs& in, bool delta, bool training) {
   std::vector<at::Tensor> got{r.out.detach(), r.final_state.detach()};
   if (!training) return got;
   torch::manual_seed(9);
-  // The upstream gradient arrives heads-first, as from a layer's output permute.
-  const auto w = torch::randn({r.out.size(0), r.out.size(2), r.out.size(1), r.out.size(3)}).transpose(1, 2);
+  const auto opts = r.out.options();
+  auto w = torch::randn({r.out.size(0), r.out.size(2), r.out.size(1), r.out.size(3)}, opts).transpose(1, 2);
+  if (!heads_first) w = w.contiguous();
   auto loss = (r.out * w).sum() + (r.final_state * torch::randn_like(r.final_state)).sum();
   std::vector<at::Tensor> leaves;
   for (const auto& t : {q, k, v, g_leaf, init, beta})
@@ -130,30 +134,35 @@ std::vector<at::Tensor> run(const Inputs& in, bool delta, bool training) {
 
 TEST(AffineItemRows, FusedResultsFromHeadsFirstInputsEqualContiguousInputsBitForBit) {
   const int threads = at::get_num_threads();
-  // (B, H, T, Dk, Dv): many small items, and a few long ones.
+  // (B, H, T, Dk, Dv, dtype): many small items; a few long ones; one item (B H = 1) of one value
+  // column; one head (H = 1: a heads-first view is then contiguous with odd strides); double.
   struct Size {
     int64_t B, H, T, Dk, Dv;
+    at::ScalarType dtype;
   };
   uint64_t seed = 20;
-  for (const auto& s : {Size{4, 8, 16, 8, 8}, Size{2, 12, 64, 32, 32}, Size{1, 3, 700, 64, 64}}) {
+  for (const auto& s : {Size{4, 8, 16, 8, 8, torch::kFloat}, Size{2, 12, 64, 32, 32, torch::kFloat},
+                        Size{1, 3, 700, 64, 64, torch::kFloat}, Size{1, 1, 40, 16, 1, torch::kFloat},
+                        Size{3, 1, 20, 4, 8, torch::kFloat}, Size{2, 3, 30, 8, 5, torch::kDouble}}) {
+    const auto o = torch::TensorOptions().dtype(s.dtype);
     for (int kind = 0; kind < 4; ++kind) {  // 0 per-key gate, 1 scalar gate, 2 delta rule, 3 gated delta rule
       torch::manual_seed(seed++);
       const bool delta = kind >= 2;
       Inputs in;
-      in.q = torch::randn({s.B, s.T, s.H, s.Dk}).transpose(1, 2);
-      auto k = torch::randn({s.B, s.T, s.H, s.Dk});
+      in.q = torch::randn({s.B, s.T, s.H, s.Dk}, o).transpose(1, 2);
+      auto k = torch::randn({s.B, s.T, s.H, s.Dk}, o);
       in.k = (delta ? k / k.norm(2, -1, true) : k / std::sqrt(double(s.Dk))).transpose(1, 2);
-      in.v = torch::randn({s.B, s.T, s.H, s.Dv}).transpose(1, 2);
-      in.init = torch::randn({s.B, s.H, s.Dk, s.Dv});
-      if (kind == 0) in.gate = (-0.3 * torch::rand({s.B, s.T, s.H, s.Dk})).transpose(1, 2);
-      if (kind == 1) in.gate = (-0.3 * torch::rand({s.B, s.T, s.H, 1})).transpose(1, 2).expand({-1, -1, -1, s.Dk});
-      if (delta) in.beta = (2 * torch::rand({s.B, s.T, s.H})).permute({0, 2, 1});
-      if (kind == 3) in.gate = (-0.3 * torch::rand({s.B, s.T, s.H})).permute({0, 2, 1});
+      in.v = torch::randn({s.B, s.T, s.H, s.Dv}, o).transpose(1, 2);
+      in.init = torch::randn({s.B, s.H, s.Dk, s.Dv}, o);
+      if (kind == 0) in.gate = (-0.3 * torch::rand({s.B, s.T, s.H, s.Dk}, o)).transpose(1, 2);
+      if (kind == 1) in.gate = (-0.3 * torch::rand({s.B, s.T, s.H, 1}, o)).transpose(1, 2).expand({-1, -1, -1, s.Dk});
+      if (delta) in.beta = (2 * torch::rand({s.B, s.T, s.H}, o)).permute({0, 2, 1});
+      if (kind == 3) in.gate = (-0.3 * torch::rand({s.B, s.T, s.H}, o)).permute({0, 2, 1});
       const Inputs contiguous = made_contiguous(in);
       for (int n : {1, 2}) {
         at::set_num_threads(n);
         for (bool training : {false, true}) {
-          const auto got = run(in, delta, training), want = run(contiguous, delta, training);
+          const auto got = run(in, delta, training, true), want = run(contiguous, delta, training, false);
           ASSERT_EQ(got.size(), want.size());
           for (size_t i = 0; i < got.size(); ++i) {
             if (!want[i].defined()) continue;
