@@ -690,9 +690,18 @@ def pick_cases(n, seed):
 
 def run_batch(cases):
     """Runs cases in child interpreters; {id: verdict}. A child that dies or hangs fails its case."""
+    # The children's temporary folders go into one the parent removes: a child that dies (the
+    # harness's own crash case, or a case that kills the interpreter) cannot clean up its own,
+    # and each such run left an empty folder in /tmp.
+    with tempfile.TemporaryDirectory(prefix="mixlab-hostile-") as scratch:
+        return run_batch_in(cases, scratch)
+
+
+def run_batch_in(cases, scratch):
+    """run_batch with the children's TMPDIR set to `scratch`."""
     verdicts, pending = {}, list(cases)
     here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]), TMPDIR=scratch)
     while pending:
         stdin = "".join(json.dumps(c) + "\n" for c in pending)
         proc = subprocess.Popen([sys.executable, "-c", "import test_hostile; test_hostile.worker()"],

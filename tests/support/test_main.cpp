@@ -4,9 +4,10 @@
 // Why: the tests write checkpoints, corpora, token files, run folders and charts under
 // ::testing::TempDir(), and none removed them; each `ctest` run left about 30 MB in /tmp (some
 // names carry the pid, so they piled up: 495 MB after 16 runs, 2026-12-03), and two checkouts
-// testing at once shared the fixed names. GoogleTest's TempDir() reads TEST_TMPDIR on every call,
-// so setting it here moves every test's files, and the mixlab processes the CLI tests start,
-// into the private folder without touching the tests.
+// testing at once shared the fixed names. GoogleTest's TempDir() reads TEST_TMPDIR on every call
+// and std::filesystem::temp_directory_path() reads TMPDIR, so setting both here moves every
+// test's files, and those of the processes the tests start, into the private folder without
+// touching the tests.
 //
 // The folder is `mixlab-test-XXXXXX` under the TempDir() the process started with (TEST_TMPDIR,
 // else TMPDIR, else /tmp). It is kept, and its path printed, when a test failed (to look at what
@@ -43,9 +44,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string root = name.data();
-  if (::setenv("TEST_TMPDIR", root.c_str(), 1) != 0) {
-    std::fprintf(stderr, "test_main: cannot set TEST_TMPDIR to %s: %s\n", root.c_str(), std::strerror(errno));
-    return 1;
+    for (const char* variable : {"TEST_TMPDIR", "TMPDIR"}) {
+    if (::setenv(variable, root.c_str(), 1) != 0) {
+      std::fprintf(stderr, "test_main: cannot set %s to %s: %s\n", variable, root.c_str(), std::strerror(errno));
+      return 1;
+    }
   }
   const int result = RUN_ALL_TESTS();
   if (result != 0 || keep_requested()) {
