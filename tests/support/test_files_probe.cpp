@@ -13,7 +13,7 @@ TEST(TestFiles, WritesUnderTempDirAndFailsOnRequest) {
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "probe";
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "written.txt") << "a test's file\n";
-    ASSERT_TRUE(std::filesystem::exists(dir / "written.txt"));
+  ASSERT_TRUE(std::filesystem::exists(dir / "written.txt"));
   const std::filesystem::path other = std::filesystem::temp_directory_path() / "probe_std";
   std::filesystem::create_directories(other);
   std::ofstream(other / "written.txt") << "a test's file, found through TMPDIR\n";

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string root = name.data();
-    for (const char* variable : {"TEST_TMPDIR", "TMPDIR"}) {
+  for (const char* variable : {"TEST_TMPDIR", "TMPDIR"}) {
     if (::setenv(variable, root.c_str(), 1) != 0) {
       std::fprintf(stderr, "test_main: cannot set %s to %s: %s\n", variable, root.c_str(), std::strerror(errno));
       return 1;
